@@ -1,0 +1,3 @@
+from dpr_xrisk.cli import main
+
+main()
