@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dpr_xrisk.cli._options import K, Corpus, OutJson, OutRun, Queries
+
+app = typer.Typer(no_args_is_help=True, help="BM25 through pyserini/Lucene (k1=0.9, b=0.4 as in DPR/pyserini).")
+
+
+@app.command("index")
+def bm25_index(
+    corpus: Corpus,
+    out: Annotated[Path, typer.Option("--out", "-o", help="BM25 index folder to create.")],
+    threads: Annotated[int, typer.Option(min=1, help="Lucene indexing threads.")] = 2,
+    overwrite: Annotated[bool, typer.Option(help="Replace an existing index folder.")] = False,
+):
+    """Build a Lucene BM25 index (contents = title + newline + text) of a corpus."""
+    from dpr_xrisk.bm25 import build_bm25_index
+
+    typer.echo(f"wrote {build_bm25_index(corpus, out, threads=threads, overwrite=overwrite)}")
+
+
+@app.command("search")
+def bm25_search(
+    index: Annotated[Path, typer.Option("--index", "-i", help="Folder written by `bm25 index`.")],
+    queries: Queries,
+    out_run: OutRun = None,
+    out_json: OutJson = None,
+    corpus: Annotated[Path | None, typer.Option("--corpus", "-c", help="Passage texts for --out-json; default: the indexed corpus.")] = None,
+    k: K = 100,
+    k1: Annotated[float, typer.Option(help="BM25 k1.")] = 0.9,
+    b: Annotated[float, typer.Option(help="BM25 b.")] = 0.4,
+    threads: Annotated[int, typer.Option(min=1, help="Search threads.")] = 2,
+):
+    """Retrieve the top-k passages per question with BM25."""
+    import json
+
+    from dpr_xrisk.bm25 import bm25_search as search
+    from dpr_xrisk.cli._options import write_outputs
+    from dpr_xrisk.io.questions import read_questions
+
+    questions = read_questions(queries)
+    run = search(index, questions, k=k, k1=k1, b=b, threads=threads)
+    if corpus is None and out_json is not None:
+        corpus = json.loads((Path(index) / "meta.json").read_text())["corpus"]
+    write_outputs(run, questions, corpus, out_run, out_json, "bm25")

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dpr_xrisk.cli._options import BatchSize, Bf16, Corpus, Model, Normalize, Pooling, load_encoder
+
+
+def encode(
+    corpus: Corpus,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Embeddings folder (created; shards and resumes live here).")],
+    model: Model = "minilm",
+    batch_size: BatchSize = 128,
+    dtype: Annotated[str, typer.Option(help="Stored vector type: float32 | float16 (half the disk).")] = "float32",
+    bf16: Bf16 = False,
+    shard_id: Annotated[int, typer.Option(min=0, help="This process's shard (0-based).", rich_help_panel="Sharding")] = 0,
+    num_shards: Annotated[int, typer.Option(min=1, help="Total shards the corpus is split into.", rich_help_panel="Sharding")] = 1,
+    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
+    pooling: Pooling = None,
+    normalize: Normalize = None,
+):
+    """Encode a corpus into an embeddings folder (.npy + ids + meta.json).
+
+    Streams the corpus in chunks (memory does not grow with it), sorts each chunk by length for
+    dynamic padding, and resumes an interrupted run at its first unfinished chunk; a finished
+    shard is never redone. Split a large corpus with --shard-id/--num-shards.
+    """
+    import torch
+
+    from dpr_xrisk.encode import encode_corpus
+
+    if threads:
+        torch.set_num_threads(threads)
+    encoder = load_encoder(model, pooling, normalize)
+    meta = encode_corpus(encoder, corpus, out, batch_size=batch_size, dtype=dtype, bf16=bf16,
+                         shard_id=shard_id, num_shards=num_shards, model_name=model)
+    typer.echo(f"wrote {meta}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Dense pipeline")(encode)

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def evaluate(
+    run: Annotated[list[Path], typer.Option("--run", "-r", help="Run(s) to score: DPR retrieval .json or TREC run; repeat for side by side.")],
+    answers: Annotated[Optional[Path], typer.Option("--answers", "-a", help="Questions with answers (DPR QA .tsv, .jsonl, biencoder .json), for TREC runs.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts, for DPR accuracy of TREC runs.")] = None,
+    qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC or BEIR qrels: adds recall@k, MRR@k, nDCG@k.")] = None,
+    k: Annotated[list[int], typer.Option("--k", "-k", help="Cut-offs of DPR top-k accuracy.")] = [1, 5, 20, 100],
+    qrels_k: Annotated[list[int], typer.Option("--qrels-k", help="Cut-offs of the qrels metrics.")] = [10, 100],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write all results as JSON here.")] = None,
+    per_question: Annotated[bool, typer.Option(help="Include each question's first answer-bearing rank in --out.")] = False,
+    regex: Annotated[bool, typer.Option(help="Answers are regular expressions (CuratedTREC).")] = False,
+):
+    """Score runs: DPR top-k accuracy (answers) and recall/MRR/nDCG (qrels), as a table and JSON."""
+    from dpr_xrisk.evaluate import evaluate_run, read_any_run
+    from dpr_xrisk.io.common import write_json
+    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.trec import read_qrels
+    from dpr_xrisk.search import load_passage_texts
+
+    questions = read_questions(answers) if answers else None
+    judged = read_qrels(qrels) if qrels else None
+    passages = None
+    if questions is not None and corpus is not None:
+        wanted = {d for r in run for hits in read_any_run(r)[0].values() for d, _ in hits}
+        passages = load_passage_texts(corpus, wanted)
+    results = [evaluate_run(r, questions, passages, judged, ks=k, qrels_ks=qrels_k, regex=regex,
+                            per_question=per_question) for r in run]
+    typer.echo(format_table(results))
+    if out is not None:
+        write_json(out, {"results": results})
+        typer.echo(f"wrote {out}", err=True)
+
+
+def format_table(results: list[dict]) -> str:
+    """Plain-text table: one row per run, one column per metric (4 decimals, like pyserini)."""
+    cols = list(dict.fromkeys(m for r in results for m in r["metrics"]))
+    names = [Path(r["run"]).name for r in results]
+    w = max(len("run"), *(len(n) for n in names))
+    lines = [f"{'run':<{w}}  {'n':>5}  " + "  ".join(f"{c:>9}" for c in cols)]
+    for name, r in zip(names, results):
+        vals = "  ".join(f"{r['metrics'][c]:>9.4f}" if c in r["metrics"] else f"{'-':>9}" for c in cols)
+        lines.append(f"{name:<{w}}  {r['num_questions']:>5}  {vals}")
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Evaluation")(evaluate)

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dpr_xrisk.cli._options import K, BatchSize, Bf16, OutJson, OutRun, Queries, load_encoder
+
+Hybrid = "Hybrid (dense + BM25)"
+Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
+Alpha = Annotated[float, typer.Option(help="Weight of BM25 in interpolation.", rich_help_panel=Hybrid)]
+
+
+def search(
+    index: Annotated[Path, typer.Option("--index", "-i", help="Index folder written by `index`.")],
+    queries: Queries,
+    out_run: OutRun = None,
+    out_json: OutJson = None,
+    k: K = 100,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Encoder; default: the one recorded in the index (it must match).")] = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts for --out-json; default: the corpus recorded in the index.")] = None,
+    batch_size: BatchSize = 128,
+    bf16: Bf16 = False,
+    ef_search: Annotated[Optional[int], typer.Option(min=1, help="HNSW efSearch (recall/speed trade-off).", rich_help_panel="Index parameters")] = None,
+    nprobe: Annotated[Optional[int], typer.Option(min=1, help="IVF lists probed per query.", rich_help_panel="Index parameters")] = None,
+    bm25_index: Annotated[Optional[Path], typer.Option(help="Fuse with BM25 from this `bm25 index` folder.", rich_help_panel=Hybrid)] = None,
+    fusion: Fusion = "rrf",
+    alpha: Alpha = 0.5,
+    depth: Annotated[int, typer.Option(min=1, help="Candidates taken from each run before fusion.", rich_help_panel=Hybrid)] = 1000,
+):
+    """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
+    from dpr_xrisk.index import load_index, set_search_params
+    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.search import check_compatible, dense_search, fuse
+
+    questions = read_questions(queries)
+    faiss_index, ids, meta = load_index(index)
+    set_search_params(faiss_index, ef_search, nprobe)
+    encoder = load_encoder(model or meta["model"])
+    check_compatible(encoder, meta)
+    run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
+                       batch_size=batch_size, bf16=bf16)
+    tag = "dense"
+    if bm25_index is not None:
+        from dpr_xrisk.bm25 import bm25_search
+
+        sparse = bm25_search(bm25_index, questions, k=depth)
+        run = fuse(run, sparse, method=fusion, alpha=alpha, k=k)
+        tag = f"hybrid-{fusion}"
+    from dpr_xrisk.cli._options import write_outputs
+
+    write_outputs(run, questions, corpus or meta["corpus"], out_run, out_json, tag)
+
+
+def fuse_runs(
+    dense: Annotated[Path, typer.Option(help="Dense run (TREC or DPR JSON).")],
+    sparse: Annotated[Path, typer.Option(help="Sparse (BM25) run (TREC or DPR JSON).")],
+    queries: Queries,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts for --out-json.")] = None,
+    out_run: OutRun = None,
+    out_json: OutJson = None,
+    k: K = 100,
+    fusion: Fusion = "rrf",
+    alpha: Alpha = 0.5,
+):
+    """Fuse two existing runs into a hybrid run."""
+    from dpr_xrisk.cli._options import write_outputs
+    from dpr_xrisk.evaluate import read_any_run
+    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.search import fuse
+
+    run = fuse(read_any_run(dense)[0], read_any_run(sparse)[0], method=fusion, alpha=alpha, k=k)
+    if out_json is not None and corpus is None:
+        raise typer.BadParameter("--out-json needs --corpus")
+    write_outputs(run, read_questions(queries), corpus, out_run, out_json, f"hybrid-{fusion}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Dense pipeline")(search)
+    app.command("fuse", rich_help_panel="Dense pipeline")(fuse_runs)

@@ -1,0 +1,106 @@
+"""Converters from other layouts into DPR's formats: SQuAD JSON and BEIR folders.
+
+Outputs in ``out_dir``: ``passages.tsv``, ``<split>.qa.tsv``, ``<split>.qrels.tsv`` (qids =
+line numbers of the QA file) and ``biencoder-<split>.json``. SQuAD can be split by article
+(``test_fraction``) so that test questions' paragraphs never appear in training.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.io.biencoder import write_biencoder
+from dpr_xrisk.io.common import load_json, write_json
+from dpr_xrisk.io.passages import Passage, read_passages, write_passages_tsv
+from dpr_xrisk.io.questions import Question, read_questions, write_qa_tsv
+from dpr_xrisk.io.trec import read_qrels, write_qrels
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _ctx(p: Passage) -> dict:
+    return {"title": p.title, "text": p.text, "score": 1000, "title_score": 1, "passage_id": p.id}
+
+
+def _write_split(out: Path, split: str, items: list[tuple[Question, list[Passage]]]) -> None:
+    write_qa_tsv(out / f"{split}.qa.tsv", [q for q, _ in items])
+    write_qrels(out / f"{split}.qrels.tsv", {str(i): {p.id: 1 for p in pos} for i, (_, pos) in enumerate(items)})
+    write_biencoder(out / f"biencoder-{split}.json", [
+        {"dataset": split, "question": q.text, "answers": list(q.answers), "positive_ctxs": [_ctx(p) for p in pos],
+         "negative_ctxs": [], "hard_negative_ctxs": []} for q, pos in items])
+
+
+def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0, id_prefix: str = "squad") -> dict:
+    """Paragraphs become passages (``<prefix>-<article>-<paragraph>``), questions keep their
+    distinct answer strings; articles are split train/test by ``test_fraction``."""
+    data = load_json(squad_json)
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        raise InputError("not a SQuAD file (expected {'data': [{'title', 'paragraphs'}]})", squad_json)
+    if not 0.0 <= test_fraction < 1.0:
+        raise InputError("--test-fraction must be in [0, 1)")
+    articles = list(range(len(data["data"])))
+    random.Random(seed).shuffle(articles)
+    n_test = round(len(articles) * test_fraction)
+    test_articles = set(articles[:n_test])
+    passages, splits = [], {"train": [], "test": []}
+    for a, article in enumerate(data["data"]):
+        title = _norm(str(article.get("title", "")).replace("_", " "))
+        for j, para in enumerate(article.get("paragraphs", [])):
+            psg = Passage(f"{id_prefix}-{a}-{j}", _norm(para["context"]), title)
+            passages.append(psg)
+            for qa in para.get("qas", []):
+                answers = list(dict.fromkeys(_norm(x["text"]) for x in qa.get("answers", [])))
+                q = Question("", _norm(qa["question"]), tuple(answers))
+                splits["test" if a in test_articles else "train"].append((q, [psg]))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_passages_tsv(out / "passages.tsv", passages)
+    counts = {"passages": len(passages)}
+    for split, items in splits.items():
+        if items:
+            _write_split(out, split, items)
+            counts[split] = len(items)
+    write_json(out / "convert-meta.json", {"source": str(squad_json), "test_fraction": test_fraction, "seed": seed,
+                                           "test_articles": sorted(test_articles), **counts})
+    return counts
+
+
+def beir_to_dpr(beir_dir, out_dir, split: str = "test") -> dict:
+    """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) -> DPR files.
+    BEIR has no answer strings, so the QA file's answer lists are empty (use qrels metrics);
+    ``qid-map.tsv`` maps QA line numbers back to BEIR query ids."""
+    beir = Path(beir_dir)
+    qrels_file = beir / "qrels" / f"{split}.tsv"
+    if not qrels_file.exists():
+        raise InputError(f"no qrels/{split}.tsv", beir)
+    qrels = read_qrels(qrels_file)
+    queries = {q.qid: q for q in read_questions(beir / "queries.jsonl")}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = {d for docs in qrels.values() for d, r in docs.items() if r >= 1}
+    by_id = {}
+
+    def stream():
+        for p in read_passages(beir):
+            if p.id in wanted:
+                by_id[p.id] = p
+            yield p
+
+    n = write_passages_tsv(out / "passages.tsv", stream())
+    items, qids = [], []
+    for qid, docs in qrels.items():
+        if qid not in queries:
+            raise InputError(f"qrels name query {qid!r}, which is not in queries.jsonl", qrels_file)
+        pos = [by_id[d] for d, r in docs.items() if r >= 1 and d in by_id]
+        missing = [d for d, r in docs.items() if r >= 1 and d not in by_id]
+        if missing:
+            raise InputError(f"qrels name passage {missing[0]!r}, which is not in corpus.jsonl", qrels_file)
+        items.append((queries[qid], pos))
+        qids.append(qid)
+    _write_split(out, split, items)
+    (out / "qid-map.tsv").write_text("".join(f"{i}\t{q}\n" for i, q in enumerate(qids)), encoding="utf-8")
+    return {"passages": n, split: len(items)}

@@ -1,0 +1,165 @@
+"""Corpus -> embeddings folder, streamed, sharded and resumable.
+
+Layout of an embeddings folder (one set of files per shard ``i`` of ``n``)::
+
+    embeddings-0000i-of-0000n.npy   float32/float16 (count, dim), in corpus order
+    ids-0000i-of-0000n.txt          one passage id per line, same order
+    meta-0000i-of-0000n.json        model, fingerprint, dim, dtype, similarity, count, range
+
+A shard is finished exactly when its ``meta`` file exists. While it runs, vectors go straight
+into a memory-mapped ``.npy.partial`` file chunk by chunk and a ``progress`` file records the
+finished chunks, so a killed run resumes at the first unfinished chunk. Only one chunk of text
+and tokens sits in memory at a time (memory does not grow with the corpus).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.io.common import atomic_write, write_json
+from dpr_xrisk.io.passages import count_passages, read_passages
+
+CHUNK = 8192  # passages per resumable unit: ~2.5 min of MiniLM on 2 CPU cores
+DTYPES = ("float32", "float16")
+
+
+def shard_name(kind: str, shard_id: int, num_shards: int, ext: str) -> str:
+    return f"{kind}-{shard_id:05d}-of-{num_shards:05d}.{ext}"
+
+
+def shard_range(n: int, shard_id: int, num_shards: int) -> tuple[int, int]:
+    """Contiguous, balanced split of [0, n) into num_shards ranges."""
+    return n * shard_id // num_shards, n * (shard_id + 1) // num_shards
+
+
+def corpus_fingerprint(path: str | Path) -> str:
+    """Size + mtime + head hash: cheap, and enough to notice a different corpus."""
+    import hashlib
+
+    p = Path(path)
+    p = p / "corpus.jsonl" if p.is_dir() else p
+    st = p.stat()
+    with open(p, "rb") as f:
+        head = hashlib.sha256(f.read(1 << 20)).hexdigest()[:16]
+    return f"{st.st_size}-{head}"
+
+
+def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_size: int = 128,
+                  dtype: str = "float32", bf16: bool = False, shard_id: int = 0, num_shards: int = 1,
+                  chunk_size: int = CHUNK, progress: bool = True, model_name: str = "") -> Path:
+    """Encode one shard of ``corpus`` into ``out_dir``; returns the shard's meta path."""
+    import torch  # noqa: F401  (fail early if torch is missing)
+    from tqdm import tqdm
+
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
+    if not (0 <= shard_id < num_shards):
+        raise InputError(f"--shard-id must be in [0, {num_shards}), got {shard_id}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    meta_path = out / shard_name("meta", shard_id, num_shards, "json")
+    if meta_path.exists():
+        return meta_path  # finished shards are never redone
+    emb_path = out / shard_name("embeddings", shard_id, num_shards, "npy")
+    ids_path = out / shard_name("ids", shard_id, num_shards, "txt")
+    partial, ids_partial = Path(f"{emb_path}.partial"), Path(f"{ids_path}.partial")
+    progress_path = out / shard_name("progress", shard_id, num_shards, "json")
+
+    total = count_passages(corpus)
+    if total == 0:
+        raise InputError("corpus has no passages", corpus)
+    start, end = shard_range(total, shard_id, num_shards)
+    count, dim = end - start, encoder.dim
+    fingerprint = encoder.fingerprint()
+
+    state = json.loads(progress_path.read_text()) if progress_path.exists() and partial.exists() else None
+    if state and (state["fingerprint"] != fingerprint or state["count"] != count):
+        raise InputError("an unfinished run with another model or corpus is in this folder; use a new --out", out)
+    done = state["chunks_done"] if state else 0
+    if state:
+        vectors = np.lib.format.open_memmap(partial, mode="r+")
+        with open(ids_partial, "r+b") as f:
+            f.truncate(state["ids_bytes"])
+    else:
+        vectors = np.lib.format.open_memmap(partial, mode="w+", dtype=dtype, shape=(count, dim))
+        ids_partial.write_bytes(b"")
+
+    passages = itertools.islice(read_passages(corpus), start, end)
+    bar = tqdm(total=count, initial=min(done * chunk_size, count), unit="psg", disable=not progress,
+               desc=f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
+    t0 = time.perf_counter()
+    encoder.eval()
+    for chunk_idx in itertools.count():
+        chunk = list(itertools.islice(passages, chunk_size))
+        if not chunk:
+            break
+        if chunk_idx < done:
+            continue
+        row = chunk_idx * chunk_size
+        vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
+                                       batch_size=batch_size, bf16=bf16, on_batch=bar.update)
+        vectors[row : row + len(chunk)] = vecs.astype(dtype)
+        vectors.flush()
+        with open(ids_partial, "a", encoding="utf-8") as f:
+            f.write("".join(p.id + "\n" for p in chunk))
+        state = {"fingerprint": fingerprint, "count": count, "chunks_done": chunk_idx + 1,
+                 "ids_bytes": ids_partial.stat().st_size}
+        with atomic_write(progress_path) as f:
+            json.dump(state, f)
+    bar.close()
+    del vectors
+    os.replace(partial, emb_path)
+    os.replace(ids_partial, ids_path)
+    meta = {
+        "model": model_name or encoder.settings.base_model, "fingerprint": fingerprint,
+        "settings": asdict(encoder.settings), "dim": dim, "dtype": dtype,
+        "similarity": encoder.settings.similarity, "count": count, "shard_id": shard_id,
+        "num_shards": num_shards, "range": [start, end], "corpus": str(corpus),
+        "corpus_fingerprint": corpus_fingerprint(corpus), "corpus_size": total,
+        "seconds": round(time.perf_counter() - t0, 3), "bf16": bf16,
+    }
+    write_json(meta_path, meta)
+    progress_path.unlink(missing_ok=True)
+    return meta_path
+
+
+def load_shards(emb_dir: str | Path) -> list[dict]:
+    """Validate a complete, consistent set of shards; return their metas in shard order."""
+    d = Path(emb_dir)
+    if not d.is_dir():
+        raise InputError("embeddings folder not found", d)
+    metas = [json.loads(p.read_text()) | {"_path": p} for p in sorted(d.glob("meta-*-of-*.json"))]
+    if not metas:
+        raise InputError("no finished shards (meta-*.json) in embeddings folder", d)
+    n = {m["num_shards"] for m in metas}
+    if len(n) != 1:
+        raise InputError(f"shards from different splits ({sorted(n)} shards) in one folder", d)
+    n = n.pop()
+    have = {m["shard_id"] for m in metas}
+    missing = sorted(set(range(n)) - have)
+    if missing:
+        raise InputError(f"missing shard(s) {missing} of {n} (finish them with encode --shard-id)", d)
+    for key, what in (("dim", "dimensions"), ("fingerprint", "models"), ("corpus_fingerprint", "corpora")):
+        vals = {m[key] for m in metas}
+        if len(vals) != 1:
+            raise InputError(f"shards have mismatched {what}: {sorted(map(str, vals))}", d)
+    return sorted(metas, key=lambda m: m["shard_id"])
+
+
+def shard_arrays(meta: dict) -> tuple[np.ndarray, list[str]]:
+    """Memory-mapped vectors and ids of one finished shard."""
+    base = Path(meta["_path"]).parent
+    i, n = meta["shard_id"], meta["num_shards"]
+    vecs = np.load(base / shard_name("embeddings", i, n, "npy"), mmap_mode="r")
+    ids = (base / shard_name("ids", i, n, "txt")).read_text(encoding="utf-8").splitlines()
+    if len(ids) != vecs.shape[0]:
+        raise InputError(f"shard {i}: {len(ids)} ids but {vecs.shape[0]} vectors", base)
+    return vecs, ids

@@ -1,0 +1,90 @@
+"""Score runs: DPR top-k answer accuracy (runs + answers + passage texts) and recall/MRR/nDCG
+(runs + qrels). Reads the files, calls :mod:`dpr_xrisk.metrics`, returns plain dicts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from dpr_xrisk.answers import has_answer
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.metrics import dpr_first_hit_ranks, dpr_topk_accuracy, qrels_metrics
+
+DEFAULT_KS = (1, 5, 20, 100)
+DEFAULT_QRELS_KS = (10, 100)
+
+
+def read_any_run(path: str | Path) -> tuple[dict, dict | None]:
+    """Return (run, dpr_records or None) from a TREC run or a DPR retrieval JSON."""
+    from dpr_xrisk.io.retrieval_json import read_retrieval_json
+    from dpr_xrisk.io.trec import read_run
+
+    p = Path(path)
+    if p.suffix.lower() == ".json":
+        records = read_retrieval_json(p)
+        run = {q: [(c["docid"], float(c.get("score", 0.0))) for c in r["contexts"]] for q, r in records.items()}
+        return run, records
+    if p.suffix.lower() in (".trec", ".txt", ".run", ".tsv"):
+        return read_run(p), None
+    raise InputError("unknown run format; valid: .json (DPR retrieval), .trec/.txt/.run (TREC run)", p)
+
+
+def answer_hits(run, records, questions=None, passages=None, regex: bool = False) -> dict[str, list[bool]]:
+    """Per-question has_answer flags in rank order.
+
+    From DPR records: the stored ``has_answer`` when present, else the answer match on the
+    context text after its title line (exactly pyserini's rule). From a TREC run: answers from
+    ``questions`` and passage texts from ``passages`` (docid -> (title, text)).
+    """
+    hits = {}
+    if records is not None:
+        for qid, rec in records.items():
+            flags = []
+            for c in rec["contexts"]:
+                if "has_answer" in c:
+                    flags.append(bool(c["has_answer"]))
+                else:
+                    parts = c.get("text", "").split("\n")
+                    flags.append(has_answer(parts[1] if len(parts) > 1 else parts[0], rec["answers"], regex))
+            hits[qid] = flags
+        return hits
+    if questions is None or passages is None:
+        raise InputError("DPR accuracy from a TREC run needs --answers (questions with answers) and --corpus")
+    for q in questions:
+        flags = []
+        for docid, _ in run.get(q.qid, ()):
+            if docid not in passages:
+                raise InputError(f"run names passage {docid!r}, which is not in the corpus")
+            flags.append(has_answer(passages[docid][1], q.answers, regex))
+        hits[q.qid] = flags
+    return hits
+
+
+def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[int] = DEFAULT_KS,
+                 qrels_ks: Sequence[int] = DEFAULT_QRELS_KS, regex: bool = False, per_question: bool = False) -> dict:
+    run, records = read_any_run(path)
+    result: dict = {"run": str(path), "num_questions": len(run), "metrics": {}}
+    known = {q.qid for q in questions} if questions is not None else None
+    if known is not None and records is None:
+        unknown = sorted(set(run) - known)
+        if unknown:
+            raise InputError(f"run names {len(unknown)} question id(s) not in the questions file, e.g. {unknown[0]!r}", path)
+    if records is not None or (questions is not None and passages is not None):
+        hits = answer_hits(run, records, questions, passages, regex)
+        acc = dpr_topk_accuracy(hits, ks)
+        result["metrics"].update({f"top{k}": v for k, v in acc.items()})
+        result["num_questions"] = len(hits)
+        if per_question:
+            result["per_question"] = {q: {"first_hit_rank": r} for q, r in dpr_first_hit_ranks(hits).items()}
+    if qrels is not None:
+        unknown = sorted(set(run) - set(qrels))
+        if unknown:
+            raise InputError(f"run names {len(unknown)} question id(s) absent from the qrels, e.g. {unknown[0]!r}", path)
+        # trec_eval ranks by score (ties by docid), not by the file's rank column; so do we
+        scored = {q: dict(hits_) for q, hits_ in run.items()}
+        result["metrics"].update(qrels_metrics(qrels, scored, qrels_ks))
+    if not result["metrics"]:
+        raise InputError("nothing to compute: give --answers and --corpus (DPR accuracy), or --qrels, or a DPR JSON run")
+    return result
+

@@ -1,0 +1,123 @@
+"""Embeddings folder -> FAISS index folder (``index.faiss``, ``ids.txt``, ``meta.json``).
+
+Any FAISS factory string works (``Flat``, ``HNSW32``, ``IVF4096,PQ64``, ...); indexes that need
+training are trained on a random sample. Scores are inner products; for cosine similarity with
+an encoder that does not normalise, vectors are normalised here and queries at search time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpr_xrisk.encode import load_shards, shard_arrays
+from dpr_xrisk.errors import InputError, unknown_name
+from dpr_xrisk.io.common import atomic_dir
+
+METRICS = ("ip", "cosine")
+FACTORY_EXAMPLES = "Flat, HNSW32, HNSW32,SQ8, IVF1024,Flat, IVF4096,PQ64, IVF1024,SQ8, PQ64"
+BLOCK = 65536  # vectors added per call: bounds the float32 copy of a float16 shard
+
+
+def make_index(dim: int, factory: str):
+    import faiss
+
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        reason = str(e).strip().splitlines()[-1][:120]
+        raise InputError(f"FAISS rejects factory string {factory!r} for dim {dim} ({reason}); "
+                         f"valid examples: {FACTORY_EXAMPLES}") from None
+
+
+def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat", metric: str | None = None,
+                train_size: int = 262144, seed: int = 0, overwrite: bool = False, threads: int | None = None) -> Path:
+    """Merge all shards of ``emb_dir`` into one index in ``out_dir``; returns ``out_dir``."""
+    import faiss
+
+    if threads:
+        faiss.omp_set_num_threads(threads)
+    metas = load_shards(emb_dir)
+    dim = metas[0]["dim"]
+    metric = metric or metas[0]["similarity"]
+    if metric not in METRICS:
+        raise unknown_name("metric", metric, METRICS)
+    normalize = metric == "cosine" and not metas[0]["settings"]["normalize"]
+    index = make_index(dim, factory)
+    shards = [shard_arrays(m) for m in metas]
+    ids: list[str] = []
+    seen: set[str] = set()
+    for _, shard_ids in shards:
+        for pid in shard_ids:
+            if pid in seen:
+                raise InputError(f"passage id {pid!r} appears in more than one shard (overlapping shards)", emb_dir)
+            seen.add(pid)
+        ids.extend(shard_ids)
+    del seen
+    total = len(ids)
+
+    def block(vecs, lo, hi):
+        x = np.ascontiguousarray(vecs[lo:hi], dtype=np.float32)
+        if normalize:
+            faiss.normalize_L2(x)
+        return x
+
+    t0 = time.perf_counter()
+    if not index.is_trained:
+        rng = np.random.default_rng(seed)
+        take = np.sort(rng.choice(total, size=min(train_size, total), replace=False))
+        offsets = np.cumsum([0] + [v.shape[0] for v, _ in shards])
+        sample = np.concatenate([block(v, 0, v.shape[0])[take[(take >= offsets[i]) & (take < offsets[i + 1])] - offsets[i]]
+                                 for i, (v, _) in enumerate(shards)])
+        try:
+            index.train(sample)
+        except RuntimeError as e:
+            raise InputError(f"cannot train {factory!r} on {len(sample)} vectors: {str(e).strip().splitlines()[-1][:160]}") from None
+    train_s = time.perf_counter() - t0
+    for vecs, _ in shards:
+        for lo in range(0, vecs.shape[0], BLOCK):
+            index.add(block(vecs, lo, min(lo + BLOCK, vecs.shape[0])))
+    meta = {
+        "model": metas[0]["model"], "fingerprint": metas[0]["fingerprint"], "settings": metas[0]["settings"],
+        "dim": dim, "metric": metric, "normalize_queries": normalize, "factory": factory, "count": total,
+        "corpus": metas[0]["corpus"], "corpus_fingerprint": metas[0]["corpus_fingerprint"],
+        "num_shards": len(metas), "train_seconds": round(train_s, 3),
+        "build_seconds": round(time.perf_counter() - t0, 3), "faiss_version": faiss.__version__,
+    }
+    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
+        faiss.write_index(index, str(tmp / "index.faiss"))
+        (tmp / "ids.txt").write_text("".join(i + "\n" for i in ids), encoding="utf-8")
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return Path(out_dir)
+
+
+def load_index(index_dir: str | Path):
+    """Return (faiss index, ids, meta) of an index folder."""
+    import faiss
+
+    d = Path(index_dir)
+    for name in ("index.faiss", "ids.txt", "meta.json"):
+        if not (d / name).exists():
+            raise InputError(f"not an index folder (no {name})", d)
+    meta = json.loads((d / "meta.json").read_text())
+    index = faiss.read_index(str(d / "index.faiss"))
+    ids = (d / "ids.txt").read_text(encoding="utf-8").splitlines()
+    if len(ids) != index.ntotal:
+        raise InputError(f"index holds {index.ntotal} vectors but ids.txt {len(ids)} ids", d)
+    return index, ids, meta
+
+
+def set_search_params(index, ef_search: int | None = None, nprobe: int | None = None) -> None:
+    """HNSW efSearch / IVF nprobe, through FAISS's ParameterSpace (works on wrapped indexes)."""
+    import faiss
+
+    ps = faiss.ParameterSpace()
+    for name, value in (("efSearch", ef_search), ("nprobe", nprobe)):
+        if value is not None:
+            try:
+                ps.set_index_parameter(index, name, value)
+            except RuntimeError:
+                raise InputError(f"--{'ef-search' if name == 'efSearch' else 'nprobe'} does not apply to this index type") from None

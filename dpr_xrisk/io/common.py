@@ -1,0 +1,119 @@
+"""File plumbing shared by every reader and writer: opening with clear errors, numbered lines,
+JSON lines with located errors, and atomic writes (temp file + rename) for files and folders."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+from dpr_xrisk.errors import InputError
+
+
+def check_file(path: str | Path) -> Path:
+    """Return ``path`` as a Path if it is a readable file, else raise a located InputError."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("file not found", p)
+    if p.is_dir():
+        raise InputError("is a directory, expected a file", p)
+    if not os.access(p, os.R_OK):
+        raise InputError("file is not readable", p)
+    return p
+
+
+def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its newline); undecodable bytes are an error."""
+    p = check_file(path)
+    with open(p, encoding="utf-8", newline="") as f:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(f, start=1):
+                yield lineno, line.rstrip("\r\n")
+        except UnicodeDecodeError as e:
+            raise InputError(f"not valid UTF-8 ({e.reason})", p, lineno + 1) from None
+
+
+def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line of a JSONL file."""
+    for lineno, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"malformed JSON ({e.msg})", path, lineno) from None
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object on each line", path, lineno)
+        yield lineno, obj
+
+
+def load_json(path: str | Path):
+    """Load a whole JSON file; a syntax error names the line."""
+    p = check_file(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise InputError(f"malformed JSON ({e.msg})", p, e.lineno) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not valid UTF-8 ({e.reason})", p) from None
+
+
+def require(obj: dict, key: str, path, line, kind=str):
+    """Return obj[key], which must exist, be of ``kind`` and (for strings) be non-empty."""
+    if key not in obj:
+        raise InputError(f"missing required field {key!r}", path, line)
+    value = obj[key]
+    if kind is not None and not isinstance(value, kind):
+        raise InputError(f"field {key!r} must be {kind.__name__}, got {type(value).__name__}", path, line)
+    if isinstance(value, str) and not value.strip():
+        raise InputError(f"field {key!r} is empty", path, line)
+    return value
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Write to a temp file beside ``path`` and rename it into place only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with open(tmp, mode, encoding=None if "b" in mode else encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """Build a folder under a temp name and rename it to ``path`` only on success."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise InputError("output folder already exists (use --overwrite to replace it)", path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_json(path: str | Path, obj, indent: int | None = 2) -> None:
+    with atomic_write(path) as f:
+        json.dump(obj, f, indent=indent, ensure_ascii=False)
+        f.write("\n")

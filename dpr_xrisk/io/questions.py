@@ -1,0 +1,115 @@
+"""Questions with answers: DPR QA TSV/CSV, JSONL, BEIR ``queries.jsonl``, DPR biencoder JSON.
+
+A DPR QA file has no ids: as in pyserini, a question's id is its 0-based line number.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.io.common import atomic_write, json_lines, numbered_lines
+
+
+class Question(NamedTuple):
+    qid: str
+    text: str
+    answers: tuple[str, ...] = ()
+
+
+def read_questions(path: str | Path) -> list[Question]:
+    """Read questions from QA TSV/CSV, JSONL (``id``/``_id`` + ``question``/``text``), a BEIR
+    folder, or a DPR biencoder JSON (ids = record index)."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "queries.jsonl").exists():
+            raise InputError("folder has no queries.jsonl (expected a BEIR folder)", p)
+        p = p / "queries.jsonl"
+    suffix = p.suffix.lower()
+    if suffix in (".tsv", ".csv", ".txt"):
+        out = _read_qa_tsv(p)
+    elif suffix == ".jsonl":
+        out = _read_jsonl(p)
+    elif suffix == ".json":
+        from dpr_xrisk.io.biencoder import read_biencoder
+
+        out = [Question(str(i), r["question"], tuple(r["answers"])) for i, r in enumerate(read_biencoder(p))]
+    else:
+        raise InputError("unknown questions format; valid: .tsv/.csv (DPR QA), .jsonl, .json (DPR biencoder)", p)
+    if not out:
+        raise InputError("no questions in file", p)
+    return out
+
+
+def parse_answers(cell: str, path, lineno) -> tuple[str, ...]:
+    """DPR writes answer lists as JSON or as a Python list literal (single quotes)."""
+    try:
+        value = json.loads(cell)
+    except json.JSONDecodeError:
+        try:
+            value = ast.literal_eval(cell)
+        except (ValueError, SyntaxError):
+            raise InputError(f"answers must be a list like [\"a\", \"b\"], got {cell[:40]!r}", path, lineno) from None
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise InputError("answers must be a list of strings", path, lineno)
+    return tuple(value)
+
+
+def _read_qa_tsv(p: Path) -> list[Question]:
+    out = []
+    for lineno, line in numbered_lines(p):
+        if not line.strip():
+            raise InputError("blank line (qids are line numbers, so blank lines are not allowed)", p, lineno)
+        fields = line.split("\t")
+        if len(fields) == 1 and p.suffix.lower() == ".csv":
+            fields = next(csv.reader([line]))
+        question = fields[0].strip()
+        if not question:
+            raise InputError("empty question text", p, lineno)
+        answers = parse_answers(fields[1], p, lineno) if len(fields) > 1 and fields[1].strip() else ()
+        out.append(Question(str(lineno - 1), question, answers))
+    return out
+
+
+def _read_jsonl(p: Path) -> list[Question]:
+    out = []
+    for lineno, obj in json_lines(p):
+        qid = obj.get("id", obj.get("_id", obj.get("qid")))
+        if qid is None:
+            raise InputError("missing required field 'id' (or '_id'/'qid')", p, lineno)
+        text = obj.get("question", obj.get("text"))
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("missing or empty field 'question' (or 'text')", p, lineno)
+        answers = obj.get("answers", [])
+        if isinstance(answers, str):
+            answers = [answers]
+        if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+            raise InputError("field 'answers' must be a list of strings", p, lineno)
+        out.append(Question(str(qid), text.strip(), tuple(answers)))
+    return out
+
+
+def write_qa_tsv(path: str | Path, questions: Iterable[Question]) -> int:
+    """Write DPR's QA TSV (``question<TAB>["a", ...]``); ids become line numbers."""
+    n = 0
+    with atomic_write(path) as f:
+        for q in questions:
+            text = " ".join(q.text.split())
+            f.write(f"{text}\t{json.dumps(list(q.answers), ensure_ascii=False)}\n")
+            n += 1
+    return n
+
+
+def write_queries_jsonl(path: str | Path, questions: Iterable[Question]) -> int:
+    n = 0
+    with atomic_write(path) as f:
+        for q in questions:
+            f.write(json.dumps({"id": q.qid, "question": q.text, "answers": list(q.answers)}, ensure_ascii=False) + "\n")
+            n += 1
+    return n

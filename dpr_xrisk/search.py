@@ -1,0 +1,129 @@
+"""Dense search over a FAISS index folder, hybrid dense+BM25 fusion, and DPR retrieval records.
+
+Runs are ``{qid: [(docid, score), ...]}`` in rank order (see :mod:`dpr_xrisk.io.trec`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from dpr_xrisk.answers import has_answer
+from dpr_xrisk.errors import InputError, unknown_name
+
+FUSIONS = ("rrf", "interpolation")
+RRF_K = 60  # Cormack et al. (2009); the constant pyserini and most papers use
+
+
+def check_compatible(encoder, meta: dict) -> None:
+    """An index is only searched with the encoder that built it."""
+    if encoder.dim != meta["dim"]:
+        raise InputError(f"index dimension {meta['dim']} does not match the encoder's {encoder.dim}")
+    if encoder.fingerprint() != meta["fingerprint"]:
+        raise InputError(f"index was built with another model ({meta.get('model')!r}, fingerprint {meta['fingerprint']}); "
+                         f"this encoder's fingerprint is {encoder.fingerprint()}")
+
+
+def dense_search(encoder, index, ids: Sequence[str], meta: dict, questions, k: int = 100,
+                 batch_size: int = 128, bf16: bool = False, progress: bool = True) -> dict:
+    """Encode questions and take the top ``k`` passages of each from the index."""
+    import faiss
+    from tqdm import tqdm
+
+    if k < 1:
+        raise InputError("k must be >= 1")
+    k = min(k, index.ntotal)
+    bar = tqdm(total=len(questions), unit="q", desc="search", disable=not progress)
+    run = {}
+    for lo in range(0, len(questions), 4096):
+        chunk = questions[lo : lo + 4096]
+        q = encoder.encode_queries([x.text for x in chunk], batch_size=batch_size, bf16=bf16)  # (n, H)
+        if meta.get("normalize_queries"):
+            faiss.normalize_L2(q)
+        scores, rows = index.search(q, k)  # (n, k), (n, k)
+        for qi, question in enumerate(chunk):
+            run[question.qid] = [(ids[r], float(s)) for r, s in zip(rows[qi], scores[qi]) if r >= 0]
+        bar.update(len(chunk))
+    bar.close()
+    return run
+
+
+def fuse(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, Sequence[tuple[str, float]]],
+         method: str = "rrf", alpha: float = 0.5, k: int = 100, normalize: bool = True) -> dict:
+    """Hybrid fusion of two runs, per question.
+
+    ``rrf``: score = sum over runs of 1 / (60 + rank).
+    ``interpolation`` (pyserini's hybrid): score = dense + alpha * sparse, a document missing
+    from one list taking that list's minimum score; with ``normalize`` each list is first
+    min-max centred as pyserini does, ``(s - (min + max) / 2) / (max - min)``.
+    """
+    if method not in FUSIONS:
+        raise unknown_name("fusion", method, FUSIONS)
+    out = {}
+    for qid in dense.keys() | sparse.keys():
+        d, s = dict(dense.get(qid, ())), dict(sparse.get(qid, ()))
+        if method == "rrf":
+            scores: dict[str, float] = {}
+            for hits in (dense.get(qid, ()), sparse.get(qid, ())):
+                for rank, (doc, _) in enumerate(hits, start=1):
+                    scores[doc] = scores.get(doc, 0.0) + 1.0 / (RRF_K + rank)
+        else:
+            if normalize:
+                d, s = _centre(d), _centre(s)
+            dmin = min(d.values(), default=0.0)
+            smin = min(s.values(), default=0.0)
+            scores = {doc: d.get(doc, dmin) + alpha * s.get(doc, smin) for doc in d.keys() | s.keys()}
+        ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
+        out[qid] = ranked
+    return out
+
+
+def _centre(scores: dict) -> dict:
+    if not scores:
+        return scores
+    lo, hi = min(scores.values()), max(scores.values())
+    span = hi - lo
+    return {d: ((v - (lo + hi) / 2) / span if span > 0 else 0.0) for d, v in scores.items()}
+
+
+def retrieval_records(run, questions, passages: Mapping[str, tuple[str, str]], regex: bool = False) -> dict:
+    """DPR retrieval JSON records with ``has_answer`` filled from the questions' answers.
+
+    ``passages`` maps docid -> (title, text); ``text`` is written as ``title\\ntext`` (pyserini)
+    and ``has_answer`` is computed on the passage text, as DPR does.
+    """
+    out = {}
+    for q in questions:
+        contexts = []
+        for docid, score in run.get(q.qid, ()):
+            if docid not in passages:
+                raise InputError(f"run names passage {docid!r}, which is not in the corpus")
+            title, text = passages[docid]
+            ctx = {"docid": docid, "score": score, "text": f"{title}\n{text}"}
+            if q.answers:
+                ctx["has_answer"] = has_answer(text, q.answers, regex=regex)
+            contexts.append(ctx)
+        out[q.qid] = {"question": q.text, "answers": list(q.answers), "contexts": contexts}
+    return out
+
+
+def load_passage_texts(corpus, wanted: set[str] | None = None) -> dict[str, tuple[str, str]]:
+    """docid -> (title, text), keeping only ``wanted`` ids (streams the corpus once)."""
+    from dpr_xrisk.io.passages import read_passages
+
+    out = {}
+    for p in read_passages(corpus, check_duplicates=False):
+        if wanted is None or p.id in wanted:
+            out[p.id] = (p.title, p.text)
+    return out
+
+
+def topk_matrix_search(q: np.ndarray, p: np.ndarray, k: int):
+    """Exact top-k by brute force (numpy), for tests and recall-vs-exact measurements."""
+    scores = q @ p.T  # (nq, np)
+    k = min(k, p.shape[0])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.take_along_axis(scores, part, 1).argsort(axis=1)[:, ::-1]
+    rows = np.take_along_axis(part, order, 1)
+    return np.take_along_axis(scores, rows, 1), rows

@@ -1,0 +1,83 @@
+"""Shared fixtures: a tiny random BERT with a WordPiece vocab trained on the fly (offline, fast),
+the bundled demo sample, and the real data in ../shared/data (skipped with a message if absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+SHARED = Path(os.environ.get("DPR_XRISK_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def shared_path(*parts: str) -> Path:
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"real data not found at {p} (set DPR_XRISK_SHARED_DATA to ../shared/data)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide random BertModel and a WordPiece vocab trained on the sample texts."""
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    corpus = [line for f in sorted(SAMPLE.glob("*.tsv")) for line in f.read_text().splitlines()]
+    corpus += ["the quick brown fox jumps over the lazy dog"] * 10
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=special))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[(t, tok.token_to_id(t)) for t in ("[CLS]", "[SEP]")])
+    fast = BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                             sep_token="[SEP]", mask_token="[MASK]")
+    fast.save_pretrained(out)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=512)
+    BertModel(cfg).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tiny_model_dir):
+    from dpr_xrisk.encoder import DualEncoder
+
+    return DualEncoder.load(tiny_model_dir, passage_max_length=64)
+
+
+@pytest.fixture(scope="session")
+def squad_dir(tmp_path_factory) -> Path:
+    """SQuAD v1.1 dev converted to DPR formats (in a temp folder, never in the repository)."""
+    from dpr_xrisk.convert import squad_to_dpr
+
+    src = shared_path("squad-v1.1-dev", "dev-v1.1.json")
+    out = tmp_path_factory.mktemp("squad")
+    squad_to_dpr(src, out, test_fraction=0.25, seed=0)
+    return out
+
+
+@pytest.fixture(scope="session")
+def squad_bm25(squad_dir, tmp_path_factory):
+    """A real BM25 run (pyserini) of SQuAD's held-out questions over all its paragraphs:
+    returns (run, questions, passage texts)."""
+    from dpr_xrisk.bm25 import bm25_search, build_bm25_index
+    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.search import load_passage_texts
+
+    index = build_bm25_index(squad_dir / "passages.tsv", tmp_path_factory.mktemp("bm25") / "idx")
+    questions = read_questions(squad_dir / "test.qa.tsv")[:800]  # enough for the references, quick
+    run = bm25_search(index, questions, k=100, progress=False)
+    return run, questions, load_passage_texts(squad_dir / "passages.tsv")
