@@ -97,24 +97,26 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
                desc=f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
     t0 = time.perf_counter()
     encoder.eval()
-    for chunk_idx in itertools.count():
-        chunk = list(itertools.islice(passages, chunk_size))
-        if not chunk:
-            break
-        if chunk_idx < done:
-            continue
-        row = chunk_idx * chunk_size
-        vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
-                                       batch_size=batch_size, bf16=bf16, on_batch=bar.update)
-        vectors[row : row + len(chunk)] = vecs.astype(dtype)
-        vectors.flush()
-        with open(ids_partial, "a", encoding="utf-8") as f:
-            f.write("".join(p.id + "\n" for p in chunk))
-        state = {"fingerprint": fingerprint, "count": count, "chunks_done": chunk_idx + 1,
-                 "ids_bytes": ids_partial.stat().st_size}
-        with atomic_write(progress_path) as f:
-            json.dump(state, f)
-    bar.close()
+    try:
+        for chunk_idx in itertools.count():
+            chunk = list(itertools.islice(passages, chunk_size))
+            if not chunk:
+                break
+            if chunk_idx < done:
+                continue
+            row = chunk_idx * chunk_size
+            vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
+                                           batch_size=batch_size, bf16=bf16, on_batch=bar.update)
+            vectors[row : row + len(chunk)] = vecs.astype(dtype)
+            vectors.flush()
+            with open(ids_partial, "a", encoding="utf-8") as f:
+                f.write("".join(p.id + "\n" for p in chunk))
+            state = {"fingerprint": fingerprint, "count": count, "chunks_done": chunk_idx + 1,
+                     "ids_bytes": ids_partial.stat().st_size}
+            with atomic_write(progress_path) as f:
+                json.dump(state, f)
+    finally:
+        bar.close()  # ends the bar's line, so an error message starts on its own line
     del vectors
     os.replace(partial, emb_path)
     os.replace(ids_partial, ids_path)

@@ -120,7 +120,9 @@ class DualEncoder(nn.Module):
         ``overrides`` (non-None values) replace stored settings, e.g. ``pooling="mean"``.
         """
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a per-tensor "Loading weights" bar is noise here
         path = resolve_model_path(name_or_path)
         overrides = {k: v for k, v in overrides.items() if v is not None}
         bad = set(overrides) - {f.name for f in dataclasses.fields(EncoderSettings)}

@@ -7,28 +7,22 @@ prints as one line (``error: <file>:<line>: <problem>``) with exit code 2, never
 
 from __future__ import annotations
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from dpr_xrisk.errors import InputError
 
 
-class UserError(click.ClickException):
-    exit_code = 2
-
-    def show(self, file=None):
-        click.echo(f"error: {self.message}", err=True)
-
-
 class _Group(TyperGroup):
-    """Turns InputError into a one-line message and exit code 2, for every sub-command."""
+    """Turns InputError into a one-line message and exit code 2, for every sub-command
+    (usage errors keep Typer's own exit code 2)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except InputError as e:
-            raise UserError(str(e)) from None
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
 
 
 app = typer.Typer(cls=_Group, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
 from dpr_xrisk.errors import InputError
-from dpr_xrisk.io.common import atomic_write, json_lines, numbered_lines
+from dpr_xrisk.io.common import atomic_write, check_file, json_lines, numbered_lines
 
 csv.field_size_limit(sys.maxsize)
 
@@ -37,7 +37,7 @@ def corpus_file(path: str | Path) -> Path:
         if (p / "corpus.jsonl").exists():
             return p / "corpus.jsonl"
         raise InputError("folder has no corpus.jsonl (expected a BEIR folder or a corpus file)", p)
-    return p
+    return check_file(p)
 
 
 def read_passages(path: str | Path, check_duplicates: bool = True) -> Iterator[Passage]:
