@@ -1,0 +1,75 @@
+"""The collator: question indices -> a tokenised batch in the one layout the losses read
+(:class:`dpr_xrisk.losses.CandidateBatch`, documented in ``losses/layout.py``).
+
+Columns are the batch's distinct passages: every question's chosen positives first, then the
+sampled hard negatives. For question i:
+- ``pos_mask[i, j]``: j is one of i's chosen positives (one drawn per step for dpm/infonce, up to
+  ``max_positives`` for listwise);
+- ``neg_mask[i, j]``: j is neither a positive of i (by key or by text) nor, with
+  ``filter_answers``, a passage containing one of i's answers;
+- ``log_q[i, j]``: the sampler's log q for i's own hard negatives; for in-batch negatives
+  (everything else unmasked) log(n_b / N) with n_b their count and N the corpus size, or 0
+  with ``in_batch_q = 'one'`` (SPEC §3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dpr_xrisk.train.data import PassageStore, TrainingSet, is_false_negative, sample_pool
+
+
+@dataclass
+class Batch:
+    q_inputs: dict  # tokenised questions, (B, Tq)
+    p_inputs: dict  # tokenised passages, (N, Tp)
+    pos_mask: torch.Tensor  # (B, N) bool
+    neg_mask: torch.Tensor  # (B, N) bool
+    log_q: torch.Tensor  # (B, N) float32
+    question_idx: torch.Tensor  # (B,) stable indices in the training file
+    num_hard: int  # hard negatives actually sampled
+
+
+def collate(encoder, s: TrainingSet, store: PassageStore, rows: list[int], rng: np.random.Generator, *,
+            loss: str, hard_negatives: int, max_positives: int, in_batch_q: str, corpus_size: int,
+            filter_answers: bool) -> Batch:
+    questions = [s.questions[r] for r in rows]
+    chosen_pos: list[list[str]] = []
+    for q in questions:
+        if loss == "listwise":
+            k = min(max_positives, len(q.positives))
+            picks = sorted(rng.choice(len(q.positives), size=k, replace=False)) if len(q.positives) > k else range(k)
+            chosen_pos.append([q.positives[int(p)] for p in picks])
+        else:
+            chosen_pos.append([q.positives[int(rng.integers(len(q.positives)))]])
+    hard = [sample_pool(s.pools[r] if s.pools else [], hard_negatives, rng) for r in rows]
+
+    keys = list(dict.fromkeys([k for ps in chosen_pos for k in ps] + [k for hs in hard for k, _ in hs]))
+    col = {k: j for j, k in enumerate(keys)}
+    B, N = len(rows), len(keys)
+    pos_mask = torch.zeros(B, N, dtype=torch.bool)  # (B, N)
+    neg_mask = torch.zeros(B, N, dtype=torch.bool)  # (B, N)
+    log_q = torch.zeros(B, N, dtype=torch.float32)  # (B, N)
+    for i, q in enumerate(questions):
+        for k in chosen_pos[i]:
+            pos_mask[i, col[k]] = True
+        own = {k: lq for k, lq in hard[i]}
+        in_batch = []
+        for j, k in enumerate(keys):
+            if pos_mask[i, j] or is_false_negative(store, q, k, filter_answers):
+                continue
+            neg_mask[i, j] = True
+            if k in own:
+                log_q[i, j] = own[k]
+            else:
+                in_batch.append(j)
+        if in_batch and in_batch_q == "uniform":
+            log_q[i, in_batch] = min(0.0, math.log(len(in_batch) / corpus_size))
+    q_inputs = encoder.tokenize_queries([q.text for q in questions])
+    p_inputs = encoder.tokenize_passages([store.texts[k][0] for k in keys], [store.texts[k][1] for k in keys])
+    return Batch(dict(q_inputs), dict(p_inputs), pos_mask, neg_mask, log_q,
+                 torch.tensor([q.idx for q in questions]), sum(len(h) for h in hard))

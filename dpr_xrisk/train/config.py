@@ -1,0 +1,169 @@
+"""The training configuration: one frozen dataclass, every option documented here, loaded from a
+TOML or YAML file with CLI flags as overrides. The resolved config is saved with every
+checkpoint (``config.json``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpr_xrisk.errors import InputError, unknown_name
+
+NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "none")
+IN_BATCH_Q = ("uniform", "one")
+NO_POSITIVE = ("skip", "fail")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # --- data -----------------------------------------------------------------------------
+    train: tuple[str, ...] = ()  # DPR biencoder JSON/JSONL files; several = multi-dataset training
+    train_weights: tuple[float, ...] = ()  # λ_t per file (default: all 1); batches are homogeneous
+    dev: str | None = None  # biencoder/QA file with answers for periodic DPR-accuracy evaluation
+    corpus: str | None = None  # passages (TSV/JSONL): texts of BM25 negatives, dev retrieval corpus
+    no_positive: str = "skip"  # a question without positives: skip it (counted in the log) or fail
+    # --- model ----------------------------------------------------------------------------
+    model: str = "minilm"  # 'minilm', a local HF folder, or a dpr_xrisk model folder
+    shared: bool = False  # one tower for questions and passages
+    pooling: str | None = None  # override the model's pooling (cls | mean)
+    normalize: bool | None = None  # override L2 normalisation
+    query_max_length: int = 32  # training-time lengths: short, as in DPR's NQ questions
+    passage_max_length: int = 128  # 100-word passages fit; saved as the inference setting
+    # --- loss -------------------------------------------------------------------------------
+    loss: str = "dpm"  # dpm | listwise | infonce
+    tau: float | None = None  # temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product
+    zeta_scale: float = 1.0  # α: 0 = unweighted, 1 = importance-weighted (SPEC §1-3)
+    pairwise_loss: str = "linear"  # ℓ of the listwise loss: linear | squared_hinge | logistic
+    margin: float = 1.0  # c of squared_hinge
+    symmetric: bool = False  # add the passage->question direction (dpm, infonce)
+    # --- batches and negatives -------------------------------------------------------------
+    batch_size: int = 32  # questions per optimiser step (before accumulation)
+    hard_negatives: int = 1  # h hard negatives per question (DPR: 1)
+    negatives: str = "file"  # file (hard_negative_ctxs) | bm25 | negatives-file | none
+    negatives_file: str | None = None  # JSONL {"question": idx, "negatives": [passage ids]}
+    bm25_index: str | None = None  # folder from `dpr-xrisk bm25 index` (negatives = bm25)
+    bm25_depth: int = 100  # BM25 candidates per question before filtering
+    max_positives: int = 4  # listwise: positives per question per step (cap)
+    in_batch_q: str = "uniform"  # q of in-batch negatives: n_b / corpus_size, or one (certain)
+    corpus_size: int | None = None  # N for in-batch q; None = distinct passages known to training
+    filter_answers: bool = True  # mask in-batch/hard negatives that contain the question's answer
+    # --- optimisation ---------------------------------------------------------------------
+    lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.1  # used when warmup_steps = 0
+    max_steps: int = 0  # 0 = derive from epochs
+    epochs: float = 1.0
+    grad_accum: int = 1  # micro-batches per optimiser step (each of batch_size / grad_accum questions)
+    max_grad_norm: float = 2.0  # DPR's clipping
+    bf16: bool = False  # bfloat16 autocast on CPU
+    seed: int = 42
+    threads: int = 0  # torch threads; 0 = torch's default
+    # --- evaluation, logging, checkpoints --------------------------------------------------
+    eval_every: int = 0  # steps; 0 = only at the end (when dev is set)
+    eval_ks: tuple[int, ...] = (1, 5, 20)
+    select_metric: str = "top5"  # best checkpoint = highest dev value of this metric
+    save_every: int = 0  # steps; 0 = only at the end
+    keep_checkpoints: int = 2  # most recent step checkpoints kept on disk
+    log_every: int = 1
+
+    def __post_init__(self):
+        if self.tau is not None and not self.tau > 0:
+            raise InputError(f"tau must be > 0, got {self.tau}")
+        if self.zeta_scale < 0:
+            raise InputError(f"zeta_scale must be >= 0, got {self.zeta_scale}")
+        for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("no_positive", NO_POSITIVE)):
+            if getattr(self, name) not in valid:
+                raise unknown_name(name, getattr(self, name), valid)
+        from dpr_xrisk.losses import LOSSES, PAIRWISE
+
+        if self.loss not in LOSSES:
+            raise unknown_name("loss", self.loss, LOSSES)
+        if self.pairwise_loss not in PAIRWISE:
+            raise unknown_name("pairwise loss", self.pairwise_loss, PAIRWISE)
+        if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:
+            raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
+        if self.batch_size // self.grad_accum < 2:
+            raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
+        if self.hard_negatives < 0:
+            raise InputError("hard_negatives must be >= 0")
+        if self.train_weights and len(self.train_weights) != len(self.train):
+            raise InputError(f"{len(self.train_weights)} train_weights for {len(self.train)} train files")
+        if any(w <= 0 for w in self.train_weights):
+            raise InputError("train_weights must be > 0")
+        if self.negatives == "bm25" and not (self.bm25_index and self.corpus):
+            raise InputError("negatives = 'bm25' needs bm25_index and corpus")
+        if self.negatives == "negatives-file" and not self.negatives_file:
+            raise InputError("negatives = 'negatives-file' needs negatives_file")
+        if self.max_steps < 0 or self.epochs <= 0:
+            raise InputError("max_steps must be >= 0 and epochs > 0")
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict, source: str = "config") -> "TrainConfig":
+        bad = sorted(set(values) - set(cls.keys()))
+        if bad:
+            raise InputError(f"unknown {source} key(s) {bad}; valid: {', '.join(cls.keys())}")
+        fixed = {}
+        for k, v in values.items():
+            if k in ("train", "train_weights", "eval_ks") and v is not None:
+                v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+            fixed[k] = v
+        try:
+            return cls(**fixed)
+        except TypeError as e:
+            raise InputError(f"bad {source}: {e}") from None
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: dict | None = None) -> "TrainConfig":
+        """Read a TOML (.toml) or YAML (.yaml/.yml) file, then apply non-None overrides."""
+        values: dict = {}
+        if path is not None:
+            p = Path(path)
+            if not p.is_file():
+                raise InputError("config file not found", p)
+            text = p.read_text(encoding="utf-8")
+            try:
+                if p.suffix.lower() == ".toml":
+                    import tomllib
+
+                    values = tomllib.loads(text)
+                elif p.suffix.lower() in (".yaml", ".yml"):
+                    import yaml
+
+                    values = yaml.safe_load(text) or {}
+                else:
+                    raise InputError("unknown config format; valid: .toml, .yaml, .yml", p)
+            except InputError:
+                raise
+            except Exception as e:  # tomllib / yaml parse errors
+                raise InputError(f"cannot parse config: {e}", p) from None
+            if not isinstance(values, dict):
+                raise InputError("config must be a table/mapping of options", p)
+        values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return cls.from_dict(values, source=f"config ({path})" if path else "option")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    def resolved_tau(self, normalize: bool) -> float:
+        return self.tau if self.tau is not None else (0.05 if normalize else 1.0)
+
+
+# keys that must agree between a checkpoint and the config resuming it (the rest may change,
+# e.g. eval_every or save_every)
+STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
+              "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
+              "max_positives", "in_batch_q", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
+              "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")
+
+
+def incompatible_keys(saved: dict, current: TrainConfig) -> list[str]:
+    cur = json.loads(current.to_json())
+    return [k for k in STRUCTURAL if saved.get(k) != cur.get(k)]

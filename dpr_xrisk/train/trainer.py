@@ -1,0 +1,249 @@
+"""The training loop: plain, readable PyTorch (no HF Trainer).
+
+One optimiser step = one batch of ``batch_size`` questions from one training set (chosen with
+probability ∝ λ_t, so in-batch negatives share a corpus), split into ``grad_accum``
+micro-batches. Every random choice of step t (data set, positives, negatives, dropout) is seeded
+from (seed, t), and the data order of each set and epoch from (seed, set, epoch), so a resumed
+run repeats exactly what an uninterrupted run would have done.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.train.config import TrainConfig, incompatible_keys
+
+
+class DataOrder:
+    """Per-set shuffled order with drop-last epochs; the position is plain JSON state."""
+
+    def __init__(self, sizes: list[int], batch_size: int, seed: int, state: dict | None = None):
+        self.sizes, self.batch_size, self.seed = sizes, batch_size, seed
+        self.epoch = state["epoch"] if state else [0] * len(sizes)
+        self.pos = state["pos"] if state else [0] * len(sizes)
+
+    def next(self, t: int) -> list[int]:
+        if self.pos[t] + self.batch_size > self.sizes[t]:
+            self.epoch[t] += 1
+            self.pos[t] = 0
+        perm = np.random.default_rng([self.seed, t, self.epoch[t]]).permutation(self.sizes[t])
+        rows = perm[self.pos[t] : self.pos[t] + self.batch_size].tolist()
+        self.pos[t] += self.batch_size
+        return rows
+
+    def state(self) -> dict:
+        return {"epoch": list(self.epoch), "pos": list(self.pos)}
+
+
+def build_loss(cfg: TrainConfig, tau: float):
+    from dpr_xrisk.losses import make_loss
+
+    if cfg.loss == "dpm":
+        return make_loss("dpm", tau=tau, zeta_scale=cfg.zeta_scale, symmetric=cfg.symmetric)
+    if cfg.loss == "listwise":
+        if cfg.symmetric:
+            raise InputError("symmetric applies to dpm and infonce only")
+        return make_loss("listwise", tau=tau, zeta_scale=cfg.zeta_scale, pairwise=cfg.pairwise_loss, margin=cfg.margin)
+    return make_loss("infonce", tau=tau, symmetric=cfg.symmetric)
+
+
+def linear_schedule(optimizer, warmup: int, total: int):
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class JsonlLog:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def prepare(cfg: TrainConfig):
+    """Load model, data and negative pools; every bad input fails here, before step 1."""
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.train import data as D
+
+    if not cfg.train:
+        raise InputError("no training file (set `train` in the config or --train)")
+    encoder = DualEncoder.load(cfg.model, shared=cfg.shared or None, pooling=cfg.pooling, normalize=cfg.normalize,
+                               query_max_length=cfg.query_max_length, passage_max_length=cfg.passage_max_length)
+    store = D.PassageStore()
+    sets = [D.load_training_set(p, store, cfg.no_positive) for p in cfg.train]
+    for s in sets:
+        if len(s) < cfg.batch_size:
+            raise InputError(f"batch_size {cfg.batch_size} is larger than the {len(s)} usable questions", s.path)
+    if cfg.corpus:
+        from dpr_xrisk.io.passages import read_passages
+
+        corpus_ids = {p.id for p in read_passages(cfg.corpus)}
+        D.check_positives_in_corpus(sets, corpus_ids)
+    for s in sets:
+        if cfg.negatives == "file":
+            D.pools_from_file_negatives(s, store, cfg.filter_answers)
+        elif cfg.negatives == "bm25":
+            D.pools_from_bm25(s, store, cfg.bm25_index, cfg.corpus, cfg.bm25_depth, cfg.filter_answers)
+        elif cfg.negatives == "negatives-file":
+            D.pools_from_negatives_file(s, store, cfg.negatives_file, cfg.corpus, cfg.filter_answers)
+    return encoder, store, sets
+
+
+def evaluate_dev(encoder, cfg: TrainConfig, dev_questions, dev_corpus) -> dict:
+    """DPR top-k accuracy of the current encoder on the dev questions (exact search)."""
+    from dpr_xrisk.answers import has_answer
+    from dpr_xrisk.metrics import dpr_topk_accuracy
+
+    was_training = encoder.training
+    encoder.eval()
+    ids = list(dev_corpus)
+    p = encoder.encode_passages([dev_corpus[i][0] for i in ids], [dev_corpus[i][1] for i in ids], bf16=cfg.bf16)
+    q = encoder.encode_queries([x.text for x in dev_questions], bf16=cfg.bf16)
+    k = min(max(cfg.eval_ks), len(ids))
+    top = np.argsort(-(q @ p.T), axis=1)[:, :k]  # (nq, k)
+    hits = {x.qid: [has_answer(dev_corpus[ids[j]][1], x.answers) for j in top[n]] for n, x in enumerate(dev_questions)}
+    encoder.train(was_training)
+    return {f"top{k_}": v for k_, v in dpr_topk_accuracy(hits, cfg.eval_ks).items()}
+
+
+def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress: bool = True, on_step=None) -> dict:
+    """Train and return a summary; ``on_step(step)`` is a test hook called after each step."""
+    from tqdm import tqdm
+
+    from dpr_xrisk.train.batch import collate
+    from dpr_xrisk.train.checkpoint import list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
+
+    out = Path(out_dir)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    ckpts = list_checkpoints(out)
+    if ckpts and not resume:
+        raise InputError("output folder holds checkpoints; use --resume to continue, or a new --out", out)
+    if resume and ckpts:
+        saved = json.loads((ckpts[-1] / "config.json").read_text())
+        bad = incompatible_keys(saved, cfg)
+        if bad:
+            raise InputError(f"checkpoint {ckpts[-1].name} was made with another config (differs in {', '.join(bad)})", out)
+    torch.manual_seed(cfg.seed)
+    encoder, store, sets = prepare(cfg)
+    tau = cfg.resolved_tau(encoder.settings.normalize)
+    loss_fn = build_loss(cfg, tau)
+    dev_questions = dev_corpus = None
+    if cfg.dev:
+        from dpr_xrisk.io.questions import read_questions
+        from dpr_xrisk.search import load_passage_texts
+
+        dev_questions = read_questions(cfg.dev)
+        dev_corpus = load_passage_texts(cfg.corpus) if cfg.corpus else dict(store.texts)
+
+    weights = np.array(cfg.train_weights or [1.0] * len(sets), dtype=float)
+    weights = weights / weights.sum()
+    total_q = sum(len(s) for s in sets)
+    steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * total_q / cfg.batch_size))
+    warmup = cfg.warmup_steps or int(cfg.warmup_ratio * steps)
+    params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = linear_schedule(optimizer, warmup, steps)
+    corpus_size = cfg.corpus_size or len(store)
+
+    state = {"step": 0, "order": None, "best": None, "best_step": None}
+    if resume and ckpts:
+        state = load_checkpoint(ckpts[-1], encoder, optimizer, scheduler, loss_fn)
+    order = DataOrder([len(s) for s in sets], cfg.batch_size, cfg.seed, state["order"])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(cfg.to_json())
+    log = JsonlLog(out / "train_log.jsonl")
+    log.write({"event": "start", "step": state["step"], "steps": steps, "tau": tau, "questions": total_q,
+               "skipped_no_positive": sum(s.skipped_no_positive for s in sets), "resumed": bool(resume and ckpts),
+               "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
+               "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "corpus_size": corpus_size})
+
+    def checkpoint(step: int) -> None:
+        st = dict(state, step=step, order=order.state())
+        save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
+        prune_checkpoints(out, cfg.keep_checkpoints)
+
+    encoder.train()
+    micro = cfg.batch_size // cfg.grad_accum
+    bar = tqdm(total=steps, initial=state["step"], desc="train", unit="step", disable=not progress)
+    t_start = time.perf_counter()
+    try:
+        for step in range(state["step"], steps):
+            t0 = time.perf_counter()
+            rng = np.random.default_rng([cfg.seed, step])
+            torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout of step t, independent of history
+            t = int(rng.choice(len(sets), p=weights))
+            rows = order.next(t)
+            total_loss = 0.0
+            for m in range(cfg.grad_accum):
+                b = collate(encoder, sets[t], store, rows[m * micro : (m + 1) * micro], rng, loss=cfg.loss,
+                            hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
+                            in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers)
+                loss = step_loss(encoder, loss_fn, b, cfg.bf16) / cfg.grad_accum
+                loss.backward()
+                total_loss += float(loss.detach())
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            done = step + 1
+            dt = time.perf_counter() - t0
+            if done % cfg.log_every == 0 or done == steps:
+                log.write({"step": done, "loss": total_loss, "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                           "dataset": sets[t].name, "epoch": order.epoch[t], "seconds": round(dt, 4),
+                           "questions_per_s": round(cfg.batch_size / dt, 3)})
+            bar.set_postfix(loss=f"{total_loss:.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            bar.update(1)
+            if dev_questions is not None and cfg.eval_every and done % cfg.eval_every == 0 and done < steps:
+                run_eval(encoder, cfg, dev_questions, dev_corpus, state, done, log, out)
+            if cfg.save_every and done % cfg.save_every == 0 and done < steps:
+                checkpoint(done)
+            if on_step is not None:
+                on_step(done)
+    finally:
+        bar.close()
+    if dev_questions is not None:
+        run_eval(encoder, cfg, dev_questions, dev_corpus, state, steps, log, out)
+    checkpoint(steps)
+    encoder.eval()
+    encoder.save(out)  # the output folder itself is a model folder for encode/search
+    summary = {"steps": steps, "seconds": round(time.perf_counter() - t_start, 3), "best": state["best"],
+               "best_step": state["best_step"], "tau": tau}
+    log.write({"event": "end", **summary})
+    return summary
+
+
+def step_loss(encoder, loss_fn, b, bf16: bool):
+    from dpr_xrisk.losses import CandidateBatch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        q = encoder.embed_queries(b.q_inputs)  # (B, H)
+        p = encoder.embed_passages(b.p_inputs)  # (N, H)
+    batch = CandidateBatch.from_embeddings(q.float(), p.float(), b.pos_mask, b.neg_mask, b.log_q)
+    return loss_fn(batch)
+
+
+def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out) -> None:
+    metrics = evaluate_dev(encoder, cfg, dev_questions, dev_corpus)
+    value = metrics.get(cfg.select_metric)
+    if value is None:
+        raise InputError(f"select_metric {cfg.select_metric!r} is not computed; valid: {', '.join(metrics)}")
+    improved = state["best"] is None or value > state["best"]
+    if improved:
+        state["best"], state["best_step"] = value, step
+        encoder.eval()
+        encoder.save(out / "best")
+        (out / "best" / "dev_metrics.json").write_text(json.dumps({"step": step, **metrics}, indent=2))
+    log.write({"event": "eval", "step": step, **metrics, "best": state["best"], "best_step": state["best_step"]})
