@@ -154,6 +154,9 @@ class DualEncoder(nn.Module):
 
     def save(self, path: str | Path) -> None:
         """Write one HF folder per tower (safetensors) plus the inference settings."""
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         towers = {"query": "encoder", "passage": "encoder"} if self.settings.shared else {

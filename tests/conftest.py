@@ -11,6 +11,12 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+import torch  # noqa: E402
+
+# the tiny test models are fastest on one thread, and a busy machine oversubscribed by torch's
+# thread pool can be many times slower
+torch.set_num_threads(1)
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 SHARED = Path(os.environ.get("DPR_XRISK_SHARED_DATA", ROOT.parent / "shared" / "data"))

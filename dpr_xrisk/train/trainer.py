@@ -175,6 +175,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
         prune_checkpoints(out, cfg.keep_checkpoints)
 
+    if dev_questions is not None and state["step"] == 0:
+        run_eval(encoder, cfg, dev_questions, dev_corpus, state, 0, log, out)  # the "before" point
     encoder.train()
     micro = cfg.batch_size // cfg.grad_accum
     bar = tqdm(total=steps, initial=state["step"], desc="train", unit="step", disable=not progress)
