@@ -21,6 +21,7 @@ from torch import nn
 
 from ..errors import unknown_name
 from .dpm import DPMLoss, dpm_log_terms, dpm_reverse_log_terms
+from .fcco import GAMMA_SCHEDULES, FCCOLoss, FCCOResult, scheduled_gamma
 from .infonce import InfoNCELoss
 from .layout import CandidateBatch, PairTerms, validate_layout
 from .listwise import PAIRWISE, ListwiseLoss, listwise_log_terms
@@ -48,6 +49,9 @@ __all__ = [
     "PAIRWISE",
     "CandidateBatch",
     "DPMLoss",
+    "FCCOLoss",
+    "FCCOResult",
+    "GAMMA_SCHEDULES",
     "InfoNCELoss",
     "ListwiseLoss",
     "LossName",
@@ -57,5 +61,6 @@ __all__ = [
     "dpm_reverse_log_terms",
     "listwise_log_terms",
     "make_loss",
+    "scheduled_gamma",
     "validate_layout",
 ]
