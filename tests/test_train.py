@@ -117,9 +117,9 @@ def _weights(path):
     return {k: v.clone() for k, v in enc.state_dict().items()}
 
 
-@pytest.mark.parametrize("loss", ["dpm", "listwise"])
-def test_resume_continues_to_the_same_weights(tiny_model_dir, tmp_path, loss):
-    cfg = base(tiny_model_dir, loss=loss, save_every=2, grad_accum=2)
+@pytest.mark.parametrize("loss,estimator", [("dpm", "minibatch"), ("listwise", "minibatch"), ("dpm", "fcco"), ("listwise", "fcco")])
+def test_resume_continues_to_the_same_weights(tiny_model_dir, tmp_path, loss, estimator):
+    cfg = base(tiny_model_dir, loss=loss, save_every=2, grad_accum=2, estimator=estimator, gamma_warmup_steps=1)
     train(cfg, tmp_path / "full", progress=False)
 
     def die(step):
@@ -136,6 +136,12 @@ def test_resume_continues_to_the_same_weights(tiny_model_dir, tmp_path, loss):
         assert torch.equal(a[k], b[k]), k
     log = [json.loads(l) for l in (tmp_path / "cut" / "train_log.jsonl").read_text().splitlines()]
     assert any(r.get("resumed") for r in log if r.get("event") == "start")
+    if estimator == "fcco":  # the estimator state is restored exactly too
+        from safetensors.torch import load_file
+
+        sa, sb = (load_file(str(tmp_path / d / "checkpoints" / "step-6" / "loss.safetensors")) for d in ("full", "cut"))
+        assert sa.keys() == {"v", "seen"} and all(torch.equal(sa[k], sb[k]) for k in sa)
+        assert any(r.get("gamma") == 0.9 for r in log) and any("fcco_seen_fraction" in r for r in log)
 
 
 def test_multi_dataset_batches_follow_the_weights(tiny_model_dir, tmp_path):

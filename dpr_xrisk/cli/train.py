@@ -23,6 +23,8 @@ def train(
     zeta_scale: Annotated[Optional[float], typer.Option(help="0 = unweighted, 1 = importance-weighted negatives.", rich_help_panel=Loss)] = None,
     pairwise_loss: Annotated[Optional[str], typer.Option(help="listwise ℓ: linear | squared_hinge | logistic.", rich_help_panel=Loss)] = None,
     symmetric: Annotated[Optional[bool], typer.Option("--symmetric/--no-symmetric", help="Add the passage->question direction (dpm, infonce).", rich_help_panel=Loss)] = None,
+    estimator: Annotated[Optional[str], typer.Option(help="minibatch | fcco (moving-average partition-function estimator, dpm/listwise).", rich_help_panel=Loss)] = None,
+    gamma: Annotated[Optional[float], typer.Option(help="FCCO moving-average rate γ in (0, 1].", rich_help_panel=Loss)] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Questions per optimiser step.", rich_help_panel=Opt)] = None,
     hard_negatives: Annotated[Optional[int], typer.Option(help="Hard negatives per question.", rich_help_panel=Data)] = None,
     negatives: Annotated[Optional[str], typer.Option(help="Hard-negative source: file | bm25 | negatives-file | none.", rich_help_panel=Data)] = None,
@@ -47,7 +49,7 @@ def train(
     overrides = dict(
         train=[str(p) for p in train_files] if train_files else None, train_weights=train_weights or None,
         dev=str(dev) if dev else None, corpus=str(corpus) if corpus else None, model=model, loss=loss, tau=tau,
-        zeta_scale=zeta_scale, pairwise_loss=pairwise_loss, symmetric=symmetric, batch_size=batch_size,
+        zeta_scale=zeta_scale, pairwise_loss=pairwise_loss, estimator=estimator, gamma=gamma, symmetric=symmetric, batch_size=batch_size,
         hard_negatives=hard_negatives, negatives=negatives, bm25_index=str(bm25_index) if bm25_index else None,
         negatives_file=str(negatives_file) if negatives_file else None, shared=shared, max_steps=max_steps,
         epochs=epochs, lr=lr, grad_accum=grad_accum, bf16=bf16, seed=seed, eval_every=eval_every,

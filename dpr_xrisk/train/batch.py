@@ -30,7 +30,8 @@ class Batch:
     pos_mask: torch.Tensor  # (B, N) bool
     neg_mask: torch.Tensor  # (B, N) bool
     log_q: torch.Tensor  # (B, N) float32
-    question_idx: torch.Tensor  # (B,) stable indices in the training file
+    rows: torch.Tensor  # (B,) positions of the questions in their TrainingSet (stable across runs)
+    slot_ids: torch.Tensor  # (B, K) index in q.positives of each row's k-th positive column (PairTerms order), -1 = pad
     num_hard: int  # hard negatives actually sampled
 
 
@@ -69,7 +70,12 @@ def collate(encoder, s: TrainingSet, store: PassageStore, rows: list[int], rng: 
                 in_batch.append(j)
         if in_batch and in_batch_q == "uniform":
             log_q[i, in_batch] = min(0.0, math.log(len(in_batch) / corpus_size))
+    k_max = max(len(c) for c in chosen_pos)
+    slot_ids = torch.full((B, k_max), -1, dtype=torch.long)  # (B, K)
+    for i, q in enumerate(questions):
+        by_col = sorted(chosen_pos[i], key=lambda k: col[k])  # PairTerms order: increasing column
+        slot_ids[i, : len(by_col)] = torch.tensor([q.positives.index(k) for k in by_col])
     q_inputs = encoder.tokenize_queries([q.text for q in questions])
     p_inputs = encoder.tokenize_passages([store.texts[k][0] for k in keys], [store.texts[k][1] for k in keys])
     return Batch(dict(q_inputs), dict(p_inputs), pos_mask, neg_mask, log_q,
-                 torch.tensor([q.idx for q in questions]), sum(len(h) for h in hard))
+                 torch.tensor(rows, dtype=torch.long), slot_ids, sum(len(h) for h in hard))

@@ -14,6 +14,7 @@ from dpr_xrisk.errors import InputError, unknown_name
 NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "none")
 IN_BATCH_Q = ("uniform", "one")
 NO_POSITIVE = ("skip", "fail")
+ESTIMATORS = ("minibatch", "fcco")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,12 @@ class TrainConfig:
     pairwise_loss: str = "linear"  # ℓ of the listwise loss: linear | squared_hinge | logistic
     margin: float = 1.0  # c of squared_hinge
     symmetric: bool = False  # add the passage->question direction (dpm, infonce)
+    # --- moving-average estimator (SPEC §4) ---------------------------------------------------
+    estimator: str = "minibatch"  # minibatch | fcco (per-question moving average of the inner sum)
+    gamma: float = 0.9  # FCCO γ: SogCLR/LibAUC default; 1 = plain mini-batch gradient
+    gamma_schedule: str = "constant"  # constant | cosine (from 1 down to gamma over gamma_decay_steps)
+    gamma_warmup_steps: int = -1  # steps with γ = 1; -1 = one epoch (SPEC: γ = 1 for the first epoch)
+    gamma_decay_steps: int = 0  # cosine schedule length; 0 = the whole run
     # --- batches and negatives -------------------------------------------------------------
     batch_size: int = 32  # questions per optimiser step (before accumulation)
     hard_negatives: int = 1  # h hard negatives per question (DPR: 1)
@@ -74,7 +81,8 @@ class TrainConfig:
             raise InputError(f"tau must be > 0, got {self.tau}")
         if self.zeta_scale < 0:
             raise InputError(f"zeta_scale must be >= 0, got {self.zeta_scale}")
-        for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("no_positive", NO_POSITIVE)):
+        for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("no_positive", NO_POSITIVE),
+                            ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine"))):
             if getattr(self, name) not in valid:
                 raise unknown_name(name, getattr(self, name), valid)
         from dpr_xrisk.losses import LOSSES, PAIRWISE
@@ -97,6 +105,10 @@ class TrainConfig:
             raise InputError("negatives = 'bm25' needs bm25_index and corpus")
         if self.negatives == "negatives-file" and not self.negatives_file:
             raise InputError("negatives = 'negatives-file' needs negatives_file")
+        if not 0 < self.gamma <= 1:
+            raise InputError(f"gamma must be in (0, 1], got {self.gamma}")
+        if self.estimator == "fcco" and self.loss == "infonce":
+            raise InputError("estimator = 'fcco' applies to the dpm and listwise losses")
         if self.max_steps < 0 or self.epochs <= 0:
             raise InputError("max_steps must be >= 0 and epochs > 0")
 
@@ -160,7 +172,8 @@ class TrainConfig:
 # e.g. eval_every or save_every)
 STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
-              "max_positives", "in_batch_q", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
+              "max_positives", "in_batch_q", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
+              "gamma_decay_steps", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")
 
 

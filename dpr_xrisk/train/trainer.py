@@ -42,16 +42,27 @@ class DataOrder:
         return {"epoch": list(self.epoch), "pos": list(self.pos)}
 
 
-def build_loss(cfg: TrainConfig, tau: float):
-    from dpr_xrisk.losses import make_loss
+def build_loss(cfg: TrainConfig, tau: float, sets=None, steps_per_epoch: int = 1, total_steps: int = 1):
+    """The loss module; with ``estimator = 'fcco'`` wrapped in the moving-average estimator,
+    whose state has one row per training question of all sets (a set's rows start at its offset)."""
+    from dpr_xrisk.losses import FCCOLoss, make_loss
 
     if cfg.loss == "dpm":
-        return make_loss("dpm", tau=tau, zeta_scale=cfg.zeta_scale, symmetric=cfg.symmetric)
-    if cfg.loss == "listwise":
+        base = make_loss("dpm", tau=tau, zeta_scale=cfg.zeta_scale, symmetric=cfg.symmetric)
+    elif cfg.loss == "listwise":
         if cfg.symmetric:
             raise InputError("symmetric applies to dpm and infonce only")
-        return make_loss("listwise", tau=tau, zeta_scale=cfg.zeta_scale, pairwise=cfg.pairwise_loss, margin=cfg.margin)
-    return make_loss("infonce", tau=tau, symmetric=cfg.symmetric)
+        base = make_loss("listwise", tau=tau, zeta_scale=cfg.zeta_scale, pairwise=cfg.pairwise_loss, margin=cfg.margin)
+    else:
+        base = make_loss("infonce", tau=tau, symmetric=cfg.symmetric)
+    if cfg.estimator == "minibatch":
+        return base
+    warmup = steps_per_epoch if cfg.gamma_warmup_steps < 0 else cfg.gamma_warmup_steps
+    decay = cfg.gamma_decay_steps or max(1, total_steps - warmup)
+    return FCCOLoss(base, num_questions=sum(len(s) for s in sets),
+                    max_positives=max(len(q.positives) for s in sets for q in s.questions), gamma=cfg.gamma,
+                    gamma_schedule=cfg.gamma_schedule, gamma_warmup_steps=warmup,
+                    gamma_decay_steps=decay if cfg.gamma_schedule == "cosine" else 0)
 
 
 def linear_schedule(optimizer, warmup: int, total: int):
@@ -139,7 +150,6 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     torch.manual_seed(cfg.seed)
     encoder, store, sets = prepare(cfg)
     tau = cfg.resolved_tau(encoder.settings.normalize)
-    loss_fn = build_loss(cfg, tau)
     dev_questions = dev_corpus = None
     if cfg.dev:
         from dpr_xrisk.io.questions import read_questions
@@ -153,6 +163,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     total_q = sum(len(s) for s in sets)
     steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * total_q / cfg.batch_size))
     warmup = cfg.warmup_steps or int(cfg.warmup_ratio * steps)
+    loss_fn = build_loss(cfg, tau, sets, max(1, total_q // cfg.batch_size), steps)
+    offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = linear_schedule(optimizer, warmup, steps)
@@ -193,9 +205,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                 b = collate(encoder, sets[t], store, rows[m * micro : (m + 1) * micro], rng, loss=cfg.loss,
                             hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
                             in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers)
-                loss = step_loss(encoder, loss_fn, b, cfg.bf16) / cfg.grad_accum
-                loss.backward()
-                total_loss += float(loss.detach())
+                loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t])
+                (loss / cfg.grad_accum).backward()
+                total_loss += float(value) / cfg.grad_accum
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
             optimizer.step()
             scheduler.step()
@@ -203,9 +215,12 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             done = step + 1
             dt = time.perf_counter() - t0
             if done % cfg.log_every == 0 or done == steps:
-                log.write({"step": done, "loss": total_loss, "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm,
-                           "dataset": sets[t].name, "epoch": order.epoch[t], "seconds": round(dt, 4),
-                           "questions_per_s": round(cfg.batch_size / dt, 3)})
+                record = {"step": done, "loss": total_loss, "lr": scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                          "dataset": sets[t].name, "epoch": order.epoch[t], "seconds": round(dt, 4),
+                          "questions_per_s": round(cfg.batch_size / dt, 3)}
+                if cfg.estimator == "fcco":
+                    record.update({"gamma": loss_fn.gamma_at(step), **{f"fcco_{k}": v for k, v in loss_fn.stats().items()}})
+                log.write(record)
             bar.set_postfix(loss=f"{total_loss:.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             bar.update(1)
             if dev_questions is not None and cfg.eval_every and done % cfg.eval_every == 0 and done < steps:
@@ -227,14 +242,19 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     return summary
 
 
-def step_loss(encoder, loss_fn, b, bf16: bool):
-    from dpr_xrisk.losses import CandidateBatch
+def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 0):
+    """Forward one micro-batch: (tensor to backpropagate, loss value to log)."""
+    from dpr_xrisk.losses import CandidateBatch, FCCOLoss
 
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         q = encoder.embed_queries(b.q_inputs)  # (B, H)
         p = encoder.embed_passages(b.p_inputs)  # (N, H)
     batch = CandidateBatch.from_embeddings(q.float(), p.float(), b.pos_mask, b.neg_mask, b.log_q)
-    return loss_fn(batch)
+    if isinstance(loss_fn, FCCOLoss):
+        out = loss_fn(batch, b.rows + row_offset, b.slot_ids, step=step)  # updates the rows of this micro-batch
+        return out.surrogate, out.value
+    loss = loss_fn(batch)
+    return loss, loss.detach()
 
 
 def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out) -> None:
