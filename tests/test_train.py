@@ -16,7 +16,8 @@ from dpr_xrisk.cli import app
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.train.batch import collate
 from dpr_xrisk.train.config import TrainConfig
-from dpr_xrisk.train.data import PassageStore, TrainingSet, TrainQuestion, sample_pool
+from dpr_xrisk.train.data import PassageStore, TrainingSet, TrainQuestion
+from dpr_xrisk.train.refresh import sample_negatives
 from dpr_xrisk.train.trainer import train
 
 TRAIN = str(SAMPLE / "biencoder-train.json")
@@ -48,7 +49,7 @@ def test_collator_layout_matches_the_rules(tiny_encoder):
         store.add(ctx(pid, t))
     for i, (ans, pos, neg) in enumerate(specs):
         qs.append(TrainQuestion(i, f"question {i}", ans, pos, neg))
-    s = TrainingSet("t", "t.json", qs, pools=[["n0", "n1", "n2"], ["n4", "dup0"], []])
+    s = TrainingSet("t", "t.json", qs, pools=[[("n0", 0.0), ("n1", 0.0), ("n2", 0.0)], [("n4", 0.0), ("dup0", 0.0)], []])
     rng = np.random.default_rng(0)
     b = collate(tiny_encoder, s, store, [0, 1, 2], rng, loss="dpm", hard_negatives=2, max_positives=4,
                 in_batch_q="uniform", corpus_size=1000, filter_answers=True)
@@ -78,18 +79,18 @@ def test_collator_layout_matches_the_rules(tiny_encoder):
 
 
 def test_sample_pool_inclusion_probability_is_h_over_L():
-    pool = [f"d{i}" for i in range(5)]
+    pool = [(f"d{i}", 0.0) for i in range(5)]
     rng = np.random.default_rng(1)
-    counts = dict.fromkeys(pool, 0)
+    counts = {k: 0 for k, _ in pool}
     draws = 20000
     for _ in range(draws):
-        picks = sample_pool(pool, 2, rng)
+        picks = sample_negatives(pool, 2, rng)
         assert all(lq == pytest.approx(math.log(2 / 5)) for _, lq in picks)
         for k, _ in picks:
             counts[k] += 1
     for c in counts.values():
         assert c / draws == pytest.approx(2 / 5, abs=0.015)
-    assert sample_pool(pool[:2], 3, rng) == [("d0", 0.0), ("d1", 0.0)]
+    assert sample_negatives(pool[:2], 3, rng) == [("d0", 0.0), ("d1", 0.0)]
 
 
 @pytest.mark.slow

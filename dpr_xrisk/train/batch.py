@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dpr_xrisk.train.data import PassageStore, TrainingSet, is_false_negative, sample_pool
+from dpr_xrisk.train.data import PassageStore, TrainingSet, is_false_negative
+from dpr_xrisk.train.refresh import sample_negatives
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Batch:
 
 def collate(encoder, s: TrainingSet, store: PassageStore, rows: list[int], rng: np.random.Generator, *,
             loss: str, hard_negatives: int, max_positives: int, in_batch_q: str, corpus_size: int,
-            filter_answers: bool) -> Batch:
+            filter_answers: bool, sampler: str = "uniform", temperature: float = 1.0) -> Batch:
     questions = [s.questions[r] for r in rows]
     chosen_pos: list[list[str]] = []
     for q in questions:
@@ -47,7 +48,7 @@ def collate(encoder, s: TrainingSet, store: PassageStore, rows: list[int], rng: 
             chosen_pos.append([q.positives[int(p)] for p in picks])
         else:
             chosen_pos.append([q.positives[int(rng.integers(len(q.positives)))]])
-    hard = [sample_pool(s.pools[r] if s.pools else [], hard_negatives, rng) for r in rows]
+    hard = [sample_negatives(s.pools[r] if s.pools else [], hard_negatives, rng, sampler, temperature) for r in rows]
 
     keys = list(dict.fromkeys([k for ps in chosen_pos for k in ps] + [k for hs in hard for k, _ in hs]))
     col = {k: j for j, k in enumerate(keys)}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dpr_xrisk.errors import InputError, unknown_name
 
-NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "none")
+NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "model", "none")  # model = mined with the initial encoder
 IN_BATCH_Q = ("uniform", "one")
 NO_POSITIVE = ("skip", "fail")
 ESTIMATORS = ("minibatch", "fcco")
@@ -48,7 +48,7 @@ class TrainConfig:
     # --- batches and negatives -------------------------------------------------------------
     batch_size: int = 32  # questions per optimiser step (before accumulation)
     hard_negatives: int = 1  # h hard negatives per question (DPR: 1)
-    negatives: str = "file"  # file (hard_negative_ctxs) | bm25 | negatives-file | none
+    negatives: str = "file"  # initial pools: file (hard_negative_ctxs) | bm25 | negatives-file | model | none
     negatives_file: str | None = None  # JSONL {"question": idx, "negatives": [passage ids]}
     bm25_index: str | None = None  # folder from `dpr-xrisk bm25 index` (negatives = bm25)
     bm25_depth: int = 100  # BM25 candidates per question before filtering
@@ -56,6 +56,14 @@ class TrainConfig:
     in_batch_q: str = "uniform"  # q of in-batch negatives: n_b / corpus_size, or one (certain)
     corpus_size: int | None = None  # N for in-batch q; None = distinct passages known to training
     filter_answers: bool = True  # mask in-batch/hard negatives that contain the question's answer
+    pool_sampler: str = "uniform"  # uniform (q = h/L) | softmax over retrieval scores (q = 1-(1-p)^h)
+    pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9
+    # --- index refresh (SPEC §5) --------------------------------------------------------------
+    refresh_every: int | None = None  # steps between re-mining from the current encoder's index; None = never
+    refresh_k: int = 100  # top-K retrieved per training question
+    refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
+    refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
+    refresh_margin: float | None = None  # drop candidates scoring above (1 - m) * s(positive)
     # --- optimisation ---------------------------------------------------------------------
     lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
     weight_decay: float = 0.0
@@ -103,6 +111,12 @@ class TrainConfig:
             raise InputError("train_weights must be > 0")
         if self.negatives == "bm25" and not (self.bm25_index and self.corpus):
             raise InputError("negatives = 'bm25' needs bm25_index and corpus")
+        if self.refresh_every is not None and self.refresh_every < 1:
+            raise InputError(f"refresh_every must be >= 1 step (or unset for no refresh), got {self.refresh_every}")
+        if (self.refresh_every is not None or self.negatives == "model") and not self.corpus:
+            raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
+        if self.pool_sampler not in ("uniform", "softmax"):
+            raise unknown_name("pool_sampler", self.pool_sampler, ("uniform", "softmax"))
         if self.negatives == "negatives-file" and not self.negatives_file:
             raise InputError("negatives = 'negatives-file' needs negatives_file")
         if not 0 < self.gamma <= 1:
@@ -172,7 +186,8 @@ class TrainConfig:
 # e.g. eval_every or save_every)
 STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
-              "max_positives", "in_batch_q", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
+              "max_positives", "in_batch_q", "pool_sampler", "pool_temperature", "refresh_every", "refresh_k",
+              "refresh_factory", "refresh_skip_ranks", "refresh_margin", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")
 

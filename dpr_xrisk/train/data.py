@@ -3,8 +3,9 @@
 
 A passage's *key* is its ``passage_id`` when it has one, else ``t:<hash of its text>``; its
 *text key* (hash of the normalised title + text) finds duplicates that carry different ids.
-A negative source fills ``pools[i]`` (keys of question i's candidate negatives, positives and
-answer-bearing passages already removed); :class:`Pools` samples h of them with known q.
+A negative source fills ``pools[i]`` with question i's candidate negatives as (key, score)
+pairs, positives and answer-bearing passages already removed; ``refresh.sample_negatives``
+draws h of them with known q.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class TrainingSet:
     path: str
     questions: list[TrainQuestion]
     skipped_no_positive: int = 0
-    pools: list[list[str]] = field(default_factory=list)
+    pools: list[list[tuple[str, float]]] = field(default_factory=list)  # per question: [(key, score)]
     pool_source: str = "none"
 
     def __len__(self) -> int:
@@ -110,12 +111,18 @@ def is_false_negative(store: PassageStore, q: TrainQuestion, key: str, filter_an
     return filter_answers and bool(q.answers) and has_answer(store.texts[key][1], q.answers)
 
 
-def filter_pool(store: PassageStore, q: TrainQuestion, keys, filter_answers: bool) -> list[str]:
-    return [k for k in dict.fromkeys(keys) if not is_false_negative(store, q, k, filter_answers)]
+def filter_pool(store: PassageStore, q: TrainQuestion, scored, filter_answers: bool) -> list[tuple[str, float]]:
+    """Keep (key, score) pairs that are not false negatives of q, first occurrence of each key."""
+    seen, out = set(), []
+    for key, score in scored:
+        if key not in seen and not is_false_negative(store, q, key, filter_answers):
+            out.append((key, float(score)))
+        seen.add(key)
+    return out
 
 
 def pools_from_file_negatives(s: TrainingSet, store: PassageStore, filter_answers: bool) -> None:
-    s.pools = [filter_pool(store, q, q.file_negatives, filter_answers) for q in s.questions]
+    s.pools = [filter_pool(store, q, [(k, 0.0) for k in q.file_negatives], filter_answers) for q in s.questions]
     s.pool_source = "file"
 
 
@@ -129,7 +136,7 @@ def pools_from_bm25(s: TrainingSet, store: PassageStore, index_dir, corpus, dept
     wanted = {d for hits in run.values() for d, _ in hits}
     for key, (title, text) in load_passage_texts(corpus, wanted).items():
         store.add_text(key, title, text)
-    s.pools = [filter_pool(store, q, [d for d, _ in run.get(str(i), [])], filter_answers) for i, q in enumerate(s.questions)]
+    s.pools = [filter_pool(store, q, run.get(str(i), []), filter_answers) for i, q in enumerate(s.questions)]
     s.pool_source = "bm25"
 
 
@@ -146,9 +153,9 @@ def pools_from_negatives_file(s: TrainingSet, store: PassageStore, path, corpus,
             continue
         if not isinstance(obj.get("question"), int) or not isinstance(obj.get("negatives"), list):
             raise InputError("expected {\"question\": <int>, \"negatives\": [...]}", path, lineno)
-        ids = [n["passage_id"] if isinstance(n, dict) else str(n) for n in obj["negatives"]]
-        raw[obj["question"]] = ids
-    wanted = {d for ids in raw.values() for d in ids}
+        raw[obj["question"]] = [(n["passage_id"], float(n.get("score", 0.0))) if isinstance(n, dict) else (str(n), 0.0)
+                                for n in obj["negatives"]]
+    wanted = {d for scored in raw.values() for d, _ in scored}
     found = load_passage_texts(corpus, wanted) if corpus else {}
     missing = wanted - found.keys() - store.texts.keys()
     if missing:
@@ -156,19 +163,8 @@ def pools_from_negatives_file(s: TrainingSet, store: PassageStore, path, corpus,
     for key, (title, text) in found.items():
         store.add_text(key, title, text)
     s.pools = [[] for _ in s.questions]
-    for qidx, ids in raw.items():
+    for qidx, scored in raw.items():
         if qidx in by_idx:
             i = by_idx[qidx]
-            s.pools[i] = filter_pool(store, s.questions[i], ids, filter_answers)
+            s.pools[i] = filter_pool(store, s.questions[i], scored, filter_answers)
     s.pool_source = "negatives-file"
-
-
-def sample_pool(pool: list[str], h: int, rng: np.random.Generator) -> list[tuple[str, float]]:
-    """h keys drawn uniformly without replacement from a pool of L: q = h / L (SPEC §3)."""
-    if h == 0 or not pool:
-        return []
-    if len(pool) <= h:
-        return [(k, 0.0) for k in pool]  # all included with certainty
-    picks = rng.choice(len(pool), size=h, replace=False)
-    log_q = math.log(h / len(pool))
-    return [(pool[int(j)], log_q) for j in picks]

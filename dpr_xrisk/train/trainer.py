@@ -102,6 +102,10 @@ def prepare(cfg: TrainConfig):
 
         corpus_ids = {p.id for p in read_passages(cfg.corpus)}
         D.check_positives_in_corpus(sets, corpus_ids)
+    if cfg.refresh_every is not None or cfg.negatives == "model":
+        from dpr_xrisk.train.refresh import validate_refresh
+
+        validate_refresh(encoder, cfg.corpus, cfg.refresh_k, cfg.refresh_factory)
     for s in sets:
         if cfg.negatives == "file":
             D.pools_from_file_negatives(s, store, cfg.filter_answers)
@@ -110,6 +114,21 @@ def prepare(cfg: TrainConfig):
         elif cfg.negatives == "negatives-file":
             D.pools_from_negatives_file(s, store, cfg.negatives_file, cfg.corpus, cfg.filter_answers)
     return encoder, store, sets
+
+
+def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log) -> float:
+    """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds."""
+    from dpr_xrisk.train.refresh import refresh_pools
+
+    result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
+                           skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
+                           filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out)
+    for s, pools in zip(sets, result.pools):
+        s.pools, s.pool_source = pools, f"refresh@{step}"
+    record = {"event": "refresh", "step": step, **result.stats}
+    JsonlLog(out / "refresh_log.jsonl").write(record)
+    log.write(record)
+    return result.stats["seconds"]
 
 
 def evaluate_dev(encoder, cfg: TrainConfig, dev_questions, dev_corpus) -> dict:
@@ -170,9 +189,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     scheduler = linear_schedule(optimizer, warmup, steps)
     corpus_size = cfg.corpus_size or len(store)
 
-    state = {"step": 0, "order": None, "best": None, "best_step": None}
+    state = {"step": 0, "order": None, "best": None, "best_step": None, "pools": None, "refresh_seconds": 0.0}
     if resume and ckpts:
         state = load_checkpoint(ckpts[-1], encoder, optimizer, scheduler, loss_fn)
+        if state.get("pools") is not None:  # the pools in use when the checkpoint was written
+            restore_pools(sets, store, state["pools"], cfg.corpus)
     order = DataOrder([len(s) for s in sets], cfg.batch_size, cfg.seed, state["order"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(cfg.to_json())
@@ -182,8 +203,13 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
                "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "corpus_size": corpus_size})
 
+    if cfg.negatives == "model" and state["step"] == 0:
+        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log)
+    refreshing = cfg.refresh_every is not None or cfg.negatives == "model"
+
     def checkpoint(step: int) -> None:
-        st = dict(state, step=step, order=order.state())
+        pools = [[[[k, sc] for k, sc in p] for p in s.pools] for s in sets] if refreshing else None
+        st = dict(state, step=step, order=order.state(), pools=pools)
         save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
         prune_checkpoints(out, cfg.keep_checkpoints)
 
@@ -196,6 +222,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     try:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
+            if cfg.refresh_every is not None and step > 0 and step % cfg.refresh_every == 0:
+                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log)
+                t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
             torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout of step t, independent of history
             t = int(rng.choice(len(sets), p=weights))
@@ -204,7 +233,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             for m in range(cfg.grad_accum):
                 b = collate(encoder, sets[t], store, rows[m * micro : (m + 1) * micro], rng, loss=cfg.loss,
                             hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
-                            in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers)
+                            in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers,
+                            sampler=cfg.pool_sampler, temperature=cfg.pool_temperature)
                 loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t])
                 (loss / cfg.grad_accum).backward()
                 total_loss += float(value) / cfg.grad_accum
@@ -236,10 +266,22 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     checkpoint(steps)
     encoder.eval()
     encoder.save(out)  # the output folder itself is a model folder for encode/search
-    summary = {"steps": steps, "seconds": round(time.perf_counter() - t_start, 3), "best": state["best"],
-               "best_step": state["best_step"], "tau": tau}
+    wall = time.perf_counter() - t_start
+    summary = {"steps": steps, "seconds": round(wall, 3), "best": state["best"], "best_step": state["best_step"],
+               "tau": tau, "refresh_seconds": round(state["refresh_seconds"], 3),
+               "refresh_share": round(state["refresh_seconds"] / wall, 4) if wall > 0 else 0.0}
     log.write({"event": "end", **summary})
     return summary
+
+
+def restore_pools(sets, store, saved, corpus) -> None:
+    from dpr_xrisk.search import load_passage_texts
+
+    wanted = {k for sp in saved for p in sp for k, _ in p} - store.texts.keys()
+    for key, (title, text) in (load_passage_texts(corpus, wanted) if wanted else {}).items():
+        store.add_text(key, title, text)
+    for s, sp in zip(sets, saved):
+        s.pools = [[(k, float(sc)) for k, sc in p] for p in sp]
 
 
 def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 0):

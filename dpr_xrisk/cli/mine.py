@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dpr_xrisk.cli._options import Corpus, Model
+
+
+def mine(
+    train: Annotated[Path, typer.Option("--train", help="DPR biencoder file whose questions get negatives.")],
+    corpus: Corpus,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Negatives JSONL: {question, negatives: [{passage_id, score, rank, q}]}.")],
+    model: Model = "minilm",
+    k: Annotated[int, typer.Option("--k", "-k", min=1, help="Passages retrieved per question before filtering.")] = 100,
+    factory: Annotated[str, typer.Option(help="FAISS factory string of the mining index.")] = "Flat",
+    skip_ranks: Annotated[int, typer.Option(min=0, help="Skip the first r ranks.")] = 0,
+    margin: Annotated[Optional[float], typer.Option(help="Drop candidates scoring above (1 - m) * s(positive).")] = None,
+    hard_negatives: Annotated[int, typer.Option(min=1, help="h the trainer will draw per step; sets q = min(1, h / pool size).")] = 1,
+    keep_answers: Annotated[bool, typer.Option(help="Keep passages that contain an answer (no false-negative filter).")] = False,
+):
+    """Mine hard negatives offline with a model's own index (the same code as the training refresh).
+
+    The output is usable as `train --negatives negatives-file --negatives-file <out>` and by other tools.
+    """
+    import json
+
+    from dpr_xrisk.cli._options import load_encoder
+    from dpr_xrisk.io.common import atomic_write, write_json
+    from dpr_xrisk.io.passages import read_passages
+    from dpr_xrisk.train.data import PassageStore, check_positives_in_corpus, load_training_set
+    from dpr_xrisk.train.refresh import refresh_pools, validate_refresh
+
+    encoder = load_encoder(model)
+    validate_refresh(encoder, corpus, k, factory)
+    store = PassageStore()
+    s = load_training_set(train, store)
+    check_positives_in_corpus([s], {p.id for p in read_passages(corpus)})
+    result = refresh_pools(encoder, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
+                           filter_answers=not keep_answers)
+    with atomic_write(out) as f:
+        for q, pool in zip(s.questions, result.pools[0]):
+            q_in = min(1.0, hard_negatives / len(pool)) if pool else 1.0
+            negs = [{"passage_id": d, "score": sc, "rank": r + 1, "q": q_in} for r, (d, sc) in enumerate(pool)]
+            f.write(json.dumps({"question": q.idx, "negatives": negs}) + "\n")
+    write_json(Path(f"{out}.meta.json"), {"model": model, "fingerprint": encoder.fingerprint(), "corpus": str(corpus),
+                                          "train": str(train), "k": k, "factory": factory, "skip_ranks": skip_ranks,
+                                          "margin": margin, **result.stats})
+    typer.echo(f"wrote {out} ({result.stats['mean_pool_size']:.1f} negatives per question on average; "
+               f"removed {result.stats['removed']})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Training")(mine)

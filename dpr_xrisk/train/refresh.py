@@ -1,0 +1,148 @@
+"""Hard negatives mined from the model's own index (ANCE-style refresh, SPEC §3 and §5).
+
+One refresh: encode the corpus with the current passage tower through the same fast path as
+``dpr-xrisk encode`` (streamed to disk), build a FAISS index (exact ``Flat`` by default), take
+the top-K passages of every training question, filter them, and return the new pools with their
+retrieval scores. Filters, in order, each counted:
+
+- ``positive``: a positive of the question, by id or by normalised text;
+- ``answer``: a passage containing one of the question's answers (DPR's ``has_answer``);
+- ``rank``: the first ``skip_ranks`` ranks (often unlabelled positives);
+- ``margin``: candidates scoring above ``(1 - margin) * s(positive)``.
+
+The pools feed :func:`sample_negatives`, which draws h negatives either uniformly (q = h/L) or
+from a softmax over retrieval scores at a temperature T (q_j = 1 - (1 - p_j)^h, the inclusion
+probability of h draws with replacement; q_j = p_j for h = 1).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dpr_xrisk.answers import has_answer
+from dpr_xrisk.errors import InputError
+
+SAMPLERS = ("uniform", "softmax")
+RULES = ("positive", "answer", "rank", "margin")
+
+
+@dataclass
+class RefreshResult:
+    pools: list[list[list[tuple[str, float]]]]  # per set, per question: [(key, score)] in rank order
+    stats: dict = field(default_factory=dict)
+    texts: dict = field(default_factory=dict)  # key -> (title, text) of every pooled passage
+
+
+def validate_refresh(encoder, corpus, k: int, factory: str) -> int:
+    """Checks that must fail before training starts; returns the corpus size."""
+    from dpr_xrisk.index import make_index
+    from dpr_xrisk.io.passages import count_passages
+
+    if not corpus:
+        raise InputError("index refresh needs a corpus (set corpus)")
+    n = count_passages(corpus)
+    if k < 1 or k > n:
+        raise InputError(f"refresh_k = {k} must be between 1 and the corpus size ({n} passages)")
+    make_index(encoder.dim, factory)  # a factory string FAISS rejects fails here, not after an hour
+    return n
+
+
+def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
+                  margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
+                  bf16: bool = False, work_dir: str | Path | None = None) -> RefreshResult:
+    """Mine new pools for every question of every training set with the current encoder."""
+    from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
+    from dpr_xrisk.index import build_index, load_index
+    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.train.data import text_key
+
+    was_training = encoder.training
+    encoder.eval()
+    stats: dict = {"removed": dict.fromkeys(RULES, 0)}
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        t0 = time.perf_counter()
+        encode_corpus(encoder, corpus, Path(tmp) / "emb", batch_size=batch_size, bf16=bf16, progress=False)
+        t1 = time.perf_counter()
+        build_index(Path(tmp) / "emb", Path(tmp) / "index", factory=factory)
+        index, ids, meta = load_index(Path(tmp) / "index")
+        vecs, _ = shard_arrays(load_shards(Path(tmp) / "emb")[0])  # (n, H) memory-mapped, corpus order = ids
+        row_of = {pid: r for r, pid in enumerate(ids)}
+        t2 = time.perf_counter()
+        all_q = [q for s in sets for q in s.questions]
+        qv = encoder.encode_queries([q.text for q in all_q], batch_size=batch_size, bf16=bf16)  # (nq, H)
+        if meta.get("normalize_queries"):
+            qv /= np.linalg.norm(qv, axis=1, keepdims=True)
+        scores, rows = index.search(qv, k)  # (nq, k)
+        # the score of each question's first positive, for the margin rule
+        pos_rows = [row_of.get(q.positives[0]) for q in all_q]
+        t3 = time.perf_counter()
+        wanted = {ids[r] for rr in rows for r in rr if r >= 0}
+        texts = load_passage_texts(corpus, wanted)
+        for key, (title, text) in texts.items():
+            store.add_text(key, title, text)
+        recall = {1: 0, 10: 0, k: 0}
+        pools, n = [], 0
+        for s in sets:
+            set_pools = []
+            for q in s.questions:
+                pos_tk = {store.tkeys[p] for p in q.positives}
+                hits = [(ids[r], float(sc)) for r, sc in zip(rows[n], scores[n]) if r >= 0]
+                first_pos = next((i for i, (d, _) in enumerate(hits) if d in q.positives), None)
+                for cut in recall:
+                    recall[cut] += first_pos is not None and first_pos < cut
+                s_pos = None
+                if margin is not None and pos_rows[n] is not None:
+                    pv = np.asarray(vecs[pos_rows[n]], dtype=np.float32)
+                    if meta.get("normalize_queries"):
+                        pv = pv / np.linalg.norm(pv)
+                    s_pos = float(pv @ qv[n])
+                pool = []
+                for rank, (d, sc) in enumerate(hits):
+                    title, text = texts[d]
+                    if d in q.positives or text_key(title, text) in pos_tk:
+                        stats["removed"]["positive"] += 1
+                    elif filter_answers and q.answers and has_answer(text, q.answers):
+                        stats["removed"]["answer"] += 1
+                    elif rank < skip_ranks:
+                        stats["removed"]["rank"] += 1
+                    elif s_pos is not None and sc > (1 - margin) * s_pos:
+                        stats["removed"]["margin"] += 1
+                    else:
+                        pool.append((d, sc))
+                set_pools.append(pool)
+                n += 1
+            pools.append(set_pools)
+        t4 = time.perf_counter()
+        del vecs, index
+    encoder.train(was_training)
+    sizes = [len(p) for sp in pools for p in sp]
+    stats.update({"encode_s": round(t1 - t0, 3), "index_s": round(t2 - t1, 3), "search_s": round(t3 - t2, 3),
+                  "filter_s": round(t4 - t3, 3), "seconds": round(t4 - t0, 3), "mean_pool_size": float(np.mean(sizes)),
+                  "corpus_size": len(ids), **{f"train_recall@{c}": v / max(1, n) for c, v in recall.items()}})
+    return RefreshResult(pools, stats, texts)
+
+
+def sample_negatives(pool: list[tuple[str, float]], h: int, rng: np.random.Generator, sampler: str = "uniform",
+                     temperature: float = 1.0) -> list[tuple[str, float]]:
+    """h negatives from a scored pool with their log inclusion probabilities (SPEC §3)."""
+    if h == 0 or not pool:
+        return []
+    if sampler == "uniform":
+        if len(pool) <= h:
+            return [(key, 0.0) for key, _ in pool]
+        picks = rng.choice(len(pool), size=h, replace=False)
+        return [(pool[int(j)][0], math.log(h / len(pool))) for j in picks]
+    if sampler != "softmax":
+        raise InputError(f"unknown sampler {sampler!r}; valid: {', '.join(SAMPLERS)}")
+    logits = np.array([sc for _, sc in pool], dtype=np.float64) / temperature
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    picks = sorted(set(rng.choice(len(pool), size=h, replace=True, p=p).tolist()))
+    # log(1 - (1 - p)^h) computed as log(-expm1(h * log1p(-p))) for small p
+    return [(pool[j][0], float(np.log(-np.expm1(h * np.log1p(-min(p[j], 1 - 1e-16)))))) for j in picks]

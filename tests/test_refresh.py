@@ -1,0 +1,134 @@
+"""Index refresh: filtered pools, the softmax sampler's q against empirical inclusion rates,
+pools that follow the encoder, exact resume across refreshes, `mine`, and early errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from conftest import SAMPLE
+from dpr_xrisk.answers import has_answer
+from dpr_xrisk.cli import app
+from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.train.config import TrainConfig
+from dpr_xrisk.train.data import PassageStore, load_training_set
+from dpr_xrisk.train.refresh import refresh_pools, sample_negatives, validate_refresh
+from dpr_xrisk.train.trainer import train
+
+TRAIN = str(SAMPLE / "biencoder-train.json")
+CORPUS = str(SAMPLE / "passages.tsv")
+
+
+@pytest.fixture()
+def setup(tiny_model_dir):
+    enc = DualEncoder.load(tiny_model_dir, pooling="mean", normalize=True, passage_max_length=64)
+    store = PassageStore()
+    return enc, store, load_training_set(TRAIN, store)
+
+
+def test_refreshed_pools_hold_no_positive_and_no_answer(setup):
+    enc, store, s = setup
+    res = refresh_pools(enc, [s], store, CORPUS, k=30, skip_ranks=1)
+    pools = res.pools[0]
+    assert len(pools) == len(s.questions)
+    for q, pool in zip(s.questions, pools):
+        assert pool and len(pool) <= 29
+        for key, _ in pool:
+            assert key not in q.positives
+            assert not has_answer(store.texts[key][1], q.answers)
+        scores = [sc for _, sc in pool]
+        assert scores == sorted(scores, reverse=True)
+    removed = res.stats["removed"]
+    assert removed["rank"] == len(s.questions) and removed["answer"] > 0
+    assert 0 <= res.stats["train_recall@1"] <= res.stats["train_recall@10"] <= res.stats["train_recall@30"] <= 1
+    # margin rule: with m = 0 nothing scoring above the positive survives
+    res_m = refresh_pools(enc, [s], store, CORPUS, k=30, margin=0.0)
+    assert res_m.stats["removed"]["margin"] > 0
+
+
+def test_pools_change_when_the_encoder_changes(setup):
+    enc, store, s = setup
+    before = refresh_pools(enc, [s], store, CORPUS, k=10).pools[0]
+    with torch.no_grad():
+        for p in enc.passage_model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    after = refresh_pools(enc, [s], store, CORPUS, k=10).pools[0]
+    changed = sum({k for k, _ in a} != {k for k, _ in b} for a, b in zip(before, after))
+    assert changed > len(s.questions) // 2
+
+
+@pytest.mark.parametrize("h,temperature", [(1, 0.5), (3, 0.2)])
+def test_softmax_sampler_q_is_the_inclusion_probability(h, temperature):
+    pool = [(f"d{i}", s) for i, s in enumerate([0.9, 0.8, 0.5, 0.45, 0.1, 0.0])]
+    rng = np.random.default_rng(0)
+    draws, counts, qs = 40000, {}, {}
+    for _ in range(draws):
+        for key, lq in sample_negatives(pool, h, rng, "softmax", temperature):
+            counts[key] = counts.get(key, 0) + 1
+            qs[key] = lq
+    p = np.exp(np.array([s for _, s in pool]) / temperature)
+    p /= p.sum()
+    for i, (key, _) in enumerate(pool):
+        exact = 1 - (1 - p[i]) ** h
+        assert math.exp(qs[key]) == pytest.approx(exact, rel=1e-9)  # the q given to the loss
+        assert counts[key] / draws == pytest.approx(exact, abs=0.01)  # ... is how often it is drawn
+
+
+def test_refresh_errors_before_training(setup, tmp_path):
+    enc, _, _ = setup
+    with pytest.raises(InputError, match="refresh_k = 999 must be between 1 and the corpus size"):
+        validate_refresh(enc, CORPUS, 999, "Flat")
+    with pytest.raises(InputError, match="FAISS rejects factory string 'IVFxx'"):
+        validate_refresh(enc, CORPUS, 10, "IVFxx")
+    with pytest.raises(InputError, match="refresh_every must be >= 1"):
+        TrainConfig(train=(TRAIN,), corpus=CORPUS, refresh_every=0)
+    with pytest.raises(InputError, match="needs a corpus"):
+        TrainConfig(train=(TRAIN,), refresh_every=5)
+    bad = tmp_path / "c.tsv"
+    bad.write_text("id\ttext\ttitle\nzzz\tnothing here\tT\n")
+    with pytest.raises(InputError, match="is not in the corpus"):
+        train(TrainConfig(train=(TRAIN,), corpus=str(bad), refresh_every=2, model=str(enc.settings.base_model) or "minilm"),
+              tmp_path / "o", progress=False)
+
+
+def test_training_with_refresh_resumes_exactly(tiny_model_dir, tmp_path):
+    cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), pooling="mean", normalize=True,
+                      batch_size=8, max_steps=6, lr=1e-3, warmup_ratio=0.0, negatives="model", refresh_every=2,
+                      refresh_k=20, hard_negatives=2, pool_sampler="softmax", save_every=2)
+    summary = train(cfg, tmp_path / "full", progress=False)
+    assert 0 < summary["refresh_share"] < 1
+
+    def die(step):
+        if step == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "cut", progress=False, on_step=die)
+    train(cfg, tmp_path / "cut", resume=True, progress=False)
+    a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("full", "cut"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    log = [json.loads(l) for l in (tmp_path / "full" / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [0, 2, 4]
+    assert all(r["mean_pool_size"] > 0 and "train_recall@20" in r for r in log)
+    state = json.loads((tmp_path / "full" / "checkpoints" / "step-6" / "state.json").read_text())
+    assert len(state["pools"][0]) == 80
+
+
+def test_mine_writes_negatives_usable_for_training(tiny_model_dir, tmp_path):
+    out = tmp_path / "neg.jsonl"
+    r = CliRunner().invoke(app, ["mine", "--model", str(tiny_model_dir), "--train", TRAIN, "--corpus", CORPUS,
+                                 "--out", str(out), "--k", "15", "--hard-negatives", "2"])
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(l) for l in out.read_text().splitlines()]
+    assert len(lines) == 80 and all(n["rank"] >= 1 and 0 < n["q"] <= 1 for l in lines for n in l["negatives"])
+    cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), batch_size=8, max_steps=1,
+                      negatives="negatives-file", negatives_file=str(out))
+    train(cfg, tmp_path / "o", progress=False)
+    start = json.loads((tmp_path / "o" / "train_log.jsonl").read_text().splitlines()[0])
+    assert start["mean_pool_size"] > 5
