@@ -211,3 +211,16 @@ def test_config_files_toml_and_yaml(tmp_path):
     a = TrainConfig.load(tmp_path / "c.toml", {"tau": 0.1})
     b = TrainConfig.load(tmp_path / "c.yaml", {"tau": 0.1})
     assert a == b and a.train == ("a.json",) and a.tau == 0.1 and a.loss == "listwise"
+
+
+def test_fcco_probe_logs_the_gap_to_the_exact_full_corpus_loss(tiny_model_dir, tmp_path):
+    cfg = base(tiny_model_dir, estimator="fcco", gamma=0.5, gamma_warmup_steps=0, probe_every=3, probe_size=80,
+               max_steps=6, batch_size=16, corpus=str(SAMPLE / "passages.tsv"))
+    train(cfg, tmp_path / "o", progress=False)
+    log = [json.loads(l) for l in (tmp_path / "o" / "train_log.jsonl").read_text().splitlines()]
+    probes = [r for r in log if r.get("event") == "probe"]
+    assert [p["step"] for p in probes] == [3, 6]
+    assert probes[-1]["probe_seen"] > probes[0]["probe_seen"] > 0  # more questions visited over time
+    for p in probes:
+        assert math.isfinite(p["probe_exact_loss"]) and p["probe_exact_loss"] > 0
+        assert math.isfinite(p["probe_gap"]) and p["probe_abs_gap"] >= abs(p["probe_gap"]) - 1e-9

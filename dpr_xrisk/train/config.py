@@ -45,6 +45,8 @@ class TrainConfig:
     gamma_schedule: str = "constant"  # constant | cosine (from 1 down to gamma over gamma_decay_steps)
     gamma_warmup_steps: int = -1  # steps with γ = 1; -1 = one epoch (SPEC: γ = 1 for the first epoch)
     gamma_decay_steps: int = 0  # cosine schedule length; 0 = the whole run
+    probe_every: int = 0  # steps between estimator probes (τ·v vs the exact full-corpus DPM loss); 0 = off
+    probe_size: int = 64  # training questions in the fixed probe set
     # --- batches and negatives -------------------------------------------------------------
     batch_size: int = 32  # questions per optimiser step (before accumulation)
     hard_negatives: int = 1  # h hard negatives per question (DPR: 1)

@@ -131,6 +131,42 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log) -
     return result.stats["seconds"]
 
 
+def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, probe, passages) -> dict:
+    """SPEC §4 diagnostic on a fixed probe set of training questions: the estimator's τ·v of
+    (question, first positive) against the exact DPM loss over the whole corpus, by brute force:
+    τ·log Σ_{j ∈ {k} ∪ corpus \ positives} exp((s_ij − s_ik)/τ) (no sampling, q ≡ 1)."""
+    import torch as T
+
+    was_training = encoder.training
+    encoder.eval()
+    keys = list(passages)
+    col = {k: j for j, k in enumerate(keys)}
+    p = encoder.encode_passages([passages[k][0] for k in keys], [passages[k][1] for k in keys], bf16=cfg.bf16)
+    qs = [(t, r, sets[t].questions[r]) for t, r in probe]
+    qv = encoder.encode_queries([q.text for _, _, q in qs], bf16=cfg.bf16)
+    encoder.train(was_training)
+    scores = T.from_numpy(qv @ p.T).double()  # (P, Nc)
+    tau = loss_fn.tau
+    exact, est = [], []
+    for n, (t, r, q) in enumerate(qs):
+        k = q.positives[0]
+        if k not in col:
+            continue
+        neg = T.ones(len(keys), dtype=T.bool)
+        neg[[col[x] for x in q.positives if x in col]] = False
+        d = (scores[n] - scores[n, col[k]]) / tau  # (Nc,)
+        exact.append(float(tau * T.logsumexp(T.cat([d[neg], T.zeros(1, dtype=d.dtype)]), 0)))
+        g = offsets[t] + r
+        if bool(loss_fn.seen[g, 0]):
+            est.append((len(exact) - 1, float(tau * loss_fn.v[g, 0])))
+    out = {"probe_exact_loss": float(np.mean(exact)) if exact else None, "probe_seen": len(est)}
+    if est:
+        out["probe_tau_v"] = float(np.mean([v for _, v in est]))
+        out["probe_gap"] = float(np.mean([v - exact[i] for i, v in est]))
+        out["probe_abs_gap"] = float(np.mean([abs(v - exact[i]) for i, v in est]))
+    return out
+
+
 def evaluate_dev(encoder, cfg: TrainConfig, dev_questions, dev_corpus) -> dict:
     """DPR top-k accuracy of the current encoder on the dev questions (exact search)."""
     from dpr_xrisk.answers import has_answer
@@ -206,6 +242,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     if cfg.negatives == "model" and state["step"] == 0:
         state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log)
     refreshing = cfg.refresh_every is not None or cfg.negatives == "model"
+    probe = probe_passages = None
+    if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
+        from dpr_xrisk.search import load_passage_texts
+
+        pick = np.random.default_rng([cfg.seed, 7]).permutation(total_q)[: cfg.probe_size]
+        flat = [(t, r) for t, s in enumerate(sets) for r in range(len(s))]
+        probe = [flat[i] for i in sorted(pick)]
+        probe_passages = load_passage_texts(cfg.corpus) if cfg.corpus else dict(store.texts)
 
     def checkpoint(step: int) -> None:
         pools = [[[[k, sc] for k, sc in p] for p in s.pools] for s in sets] if refreshing else None
@@ -255,6 +299,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             bar.update(1)
             if dev_questions is not None and cfg.eval_every and done % cfg.eval_every == 0 and done < steps:
                 run_eval(encoder, cfg, dev_questions, dev_corpus, state, done, log, out)
+            if probe is not None and done % cfg.probe_every == 0:
+                log.write({"event": "probe", "step": done,
+                           **probe_estimator(encoder, loss_fn, cfg, sets, store, offsets, probe, probe_passages)})
             if cfg.save_every and done % cfg.save_every == 0 and done < steps:
                 checkpoint(done)
             if on_step is not None:
