@@ -90,6 +90,19 @@ def make_batches(ts, n: int, bs: int, seed: int) -> list[list[int]]:
     raise SystemExit(f"only {len(batches)} batches of {bs} distinct positives")
 
 
+def _call(fn, *args, **kwargs):
+    """Call fn, dropping keyword arguments it does not take (the trainer's API is still moving)."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    return fn(*args, **{k: v for k, v in kwargs.items() if k in params and v is not None})
+
+
+def _loss(out):
+    """step_loss returns a tensor (older trainer) or (tensor to backpropagate, value to log)."""
+    return out[0] if isinstance(out, tuple) else out
+
+
 class Ours:
     """One iteration of ``train()``'s loop (grad_accum = 1), on given rows."""
 
@@ -104,7 +117,8 @@ class Ours:
         assert self.enc.settings.normalize and self.enc.settings.pooling == "mean" and self.enc.settings.title == "join"
         tau = self.cfg.resolved_tau(self.enc.settings.normalize)
         assert tau == TAU, tau
-        self.loss_fn = build_loss(self.cfg, tau)
+        self.loss_fn = _call(build_loss, self.cfg, tau, sets=[ts], steps_per_epoch=max(1, len(ts) // 32),
+                             total_steps=1000)
         self.ts, self.store = ts, store
         self.params = list(dict.fromkeys(self.enc.parameters()))
         self.opt = torch.optim.AdamW(self.params, lr=LR, weight_decay=self.cfg.weight_decay)
@@ -116,9 +130,10 @@ class Ours:
         from dpr_xrisk.train.batch import collate
 
         c = self.cfg
-        return collate(self.enc, self.ts, self.store, rows, rng, loss=c.loss, hard_negatives=c.hard_negatives,
+        return _call(collate, self.enc, self.ts, self.store, rows, rng, loss=c.loss, hard_negatives=c.hard_negatives,
                        max_positives=c.max_positives, in_batch_q=c.in_batch_q, corpus_size=len(self.store),
-                       filter_answers=c.filter_answers)
+                       filter_answers=c.filter_answers, sampler=getattr(c, "pool_sampler", None),
+                       temperature=getattr(c, "pool_temperature", None))
 
     def step(self, rows) -> dict:
         from dpr_xrisk.answers import _tokens
@@ -130,7 +145,7 @@ class Ours:
         torch.manual_seed(SEED * 1_000_003 + self.step_no)
         b = self.collate(rows, rng)
         t1 = time.perf_counter()
-        loss = step_loss(self.enc, self.loss_fn, b, False)
+        loss = _loss(step_loss(self.enc, self.loss_fn, b, False))
         t2 = time.perf_counter()
         loss.backward()
         value = float(loss.detach())
@@ -222,7 +237,7 @@ def loss_check(ours: Ours, st: ST, rows) -> dict:
         qf, pf = st.features(rows)
         same_inputs = bool(torch.equal(b.q_inputs["input_ids"], qf["input_ids"])
                            and torch.equal(b.p_inputs["input_ids"], pf["input_ids"]))
-        lo = float(step_loss(ours.enc, ours.loss_fn, b, False))
+        lo = float(_loss(step_loss(ours.enc, ours.loss_fn, b, False)))
         ls = float(st.loss_fn([qf, pf], labels=None))
         masked = int((~b.neg_mask & ~b.pos_mask).sum())  # in-batch passages filtered as answer-bearing
     ours.enc.train()
