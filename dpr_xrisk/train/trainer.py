@@ -134,7 +134,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log) -
 def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, probe, passages) -> dict:
     """SPEC §4 diagnostic on a fixed probe set of training questions: the estimator's τ·v of
     (question, first positive) against the exact DPM loss over the whole corpus, by brute force:
-    τ·log Σ_{j ∈ {k} ∪ corpus \ positives} exp((s_ij − s_ik)/τ) (no sampling, q ≡ 1)."""
+    τ·log Σ_{j ∈ {k} ∪ corpus minus positives} exp((s_ij − s_ik)/τ) (no sampling, q ≡ 1)."""
     import torch as T
 
     was_training = encoder.training
