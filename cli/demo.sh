@@ -2,7 +2,7 @@
 # The main job on the bundled demo sample: BM25 (pyserini), the default dense encoder (MiniLM,
 # zero-shot) and their hybrid retrieve for the sample's test questions; then MiniLM is trained
 # briefly with the DPM loss on the sample's train split and retrieves again. One metrics table.
-# Outputs: indexes/demo-*/ (indexes) and runs/demo/ (runs, model, eval.json). Re-running reuses them.
+# Outputs: indexes/demo-*/ (indexes) and runs/demo/ (runs, model, eval.json, report/). Re-running reuses them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash cli/setup.sh
@@ -25,3 +25,6 @@ $X search --index indexes/demo-minilm --queries $S/test.qa.tsv --k 100 --bm25-in
 $X search --index indexes/demo-dpm --queries $S/test.qa.tsv --k 100 --out-json $R/dense-dpm.json
 $X evaluate --run $R/bm25.json --run $R/dense.json --run $R/hybrid.json --run $R/dense-dpm.json \
     --qrels $S/test.qrels.tsv --out $R/eval.json
+# charts (top-k vs k, recall/MRR/nDCG, training curves, bm25 vs dense per question) and one HTML page
+$X report --eval $R/eval.json --run $R/bm25.json --run $R/dense.json --run $R/hybrid.json --run $R/dense-dpm.json \
+    --train $R/dpm-model --compare bm25.json dense.json --out $R/report

@@ -16,6 +16,7 @@ def evaluate(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write all results as JSON here.")] = None,
     per_question: Annotated[bool, typer.Option(help="Include each question's first answer-bearing rank in --out.")] = False,
     regex: Annotated[bool, typer.Option(help="Answers are regular expressions (CuratedTREC).")] = False,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Also write one PNG chart: top-k accuracy vs the evaluated k's (or recall/MRR/nDCG bars). Full reports: `dpr-xrisk report`.")] = None,
 ):
     """Score runs: DPR top-k accuracy (answers) and recall/MRR/nDCG (qrels), as a table and JSON."""
     from dpr_xrisk.evaluate import evaluate_run, read_any_run
@@ -24,6 +25,10 @@ def evaluate(
     from dpr_xrisk.io.trec import read_qrels
     from dpr_xrisk.search import load_passage_texts
 
+    if plot is not None and plot.suffix.lower() != ".png":
+        from dpr_xrisk.errors import InputError
+
+        raise InputError("--plot writes a PNG image: give a path ending in .png", plot)
     questions = read_questions(answers) if answers else None
     judged = read_qrels(qrels) if qrels else None
     passages = None
@@ -36,6 +41,11 @@ def evaluate(
     if out is not None:
         write_json(out, {"results": results})
         typer.echo(f"wrote {out}", err=True)
+    if plot is not None:
+        from dpr_xrisk.report.charts import write_quick_eval_chart
+
+        write_quick_eval_chart(results, plot)
+        typer.echo(f"wrote {plot}", err=True)
 
 
 def format_table(results: list[dict]) -> str:
