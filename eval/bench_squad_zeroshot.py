@@ -5,7 +5,8 @@ Data: ``dpr-xrisk convert squad --test-fraction 0.25 --seed 0`` of
 evaluated -- the split later training benchmarks use). Corpus = all 2,067 SQuAD paragraphs +
 the first N passages of ../shared/data/wikipedia-100k/psgs.tsv as distractors (``--wiki N``,
 default 20,000: encoding all 102k with MiniLM on 2 CPU cores takes well over an hour; rerun
-with ``--wiki 100000`` for the full pool). Everything derived lives in eval/work/squad-zs/.
+with ``--wiki 100000`` for the full pool). Everything derived (the converted SQuAD
+included) lives in eval/work/squad-zs/.
 
 Every stage runs the real CLI as a subprocess and is timed: ``convert squad``, ``bm25 index``,
 ``bm25 search``, ``encode`` (packaged all-MiniLM-L6-v2, fp32 unless ``--bf16``), ``index``
@@ -74,7 +75,7 @@ def main() -> None:
     args = ap.parse_args()
 
     w = WORK / "squad-zs"
-    squad = WORK / "squad"
+    squad = w / "squad"  # our own copy: other benchmarks write eval/work/squad
     tag = f"wiki{args.wiki}" + ("-bf16" if args.bf16 else "")
     runs = w / tag
     runs.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,7 @@ Data: questions and positive paragraphs of SQuAD v1.1 dev, converted (git-ignore
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -141,6 +142,7 @@ class Ours:
 
         _tokens.cache_clear()  # has_answer timed cold, independent of the other configurations
         t0 = time.perf_counter()
+        c0 = time.process_time()
         rng = np.random.default_rng([SEED, self.step_no])
         torch.manual_seed(SEED * 1_000_003 + self.step_no)
         b = self.collate(rows, rng)
@@ -155,8 +157,9 @@ class Ours:
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
         t4 = time.perf_counter()
+        c4 = time.process_time()
         self.step_no += 1
-        return {"total": t4 - t0, "collate": t1 - t0, "forward": t2 - t1, "backward": t3 - t2, "optim": t4 - t3,
+        return {"total": t4 - t0, "cpu": c4 - c0, "collate": t1 - t0, "forward": t2 - t1, "backward": t3 - t2, "optim": t4 - t3,
                 "loss": value, "n_passages": int(b.pos_mask.shape[1]),
                 "q_tokens": list(b.q_inputs["input_ids"].shape), "p_tokens": list(b.p_inputs["input_ids"].shape)}
 
@@ -192,6 +195,7 @@ class ST:
 
     def step(self, rows) -> dict:
         t0 = time.perf_counter()
+        c0 = time.process_time()
         torch.manual_seed(SEED * 1_000_003 + self.step_no)
         qf, pf = self.features(rows)
         t1 = time.perf_counter()
@@ -205,8 +209,9 @@ class ST:
         self.sched.step()
         self.opt.zero_grad(set_to_none=True)
         t4 = time.perf_counter()
+        c4 = time.process_time()
         self.step_no += 1
-        return {"total": t4 - t0, "collate": t1 - t0, "forward": t2 - t1, "backward": t3 - t2, "optim": t4 - t3,
+        return {"total": t4 - t0, "cpu": c4 - c0, "collate": t1 - t0, "forward": t2 - t1, "backward": t3 - t2, "optim": t4 - t3,
                 "loss": value, "n_passages": len(rows),
                 "q_tokens": list(qf["input_ids"].shape), "p_tokens": list(pf["input_ids"].shape)}
 
@@ -279,6 +284,35 @@ def child(name: str, steps: int, bs: int) -> None:
                       "peak_rss_mib": rss2 / 1024, "step_seconds": times}))
 
 
+def collate_scaling(sizes, reps: int) -> dict:
+    """--collate-scaling: the data side alone (no model): our collate (cold and warm answer cache, and
+    filter_answers off) vs ST's preprocess of the same batch, for growing batch sizes."""
+    from dpr_xrisk.answers import _tokens
+
+    ts, store = load_data()
+    ours, st = Ours(True, "infonce", ts, store), ST(ts, store)
+    out = {}
+    for bs in sizes:
+        batches = make_batches(ts, reps, bs, SEED + bs)
+        res = {"ours_cold": [], "ours_warm": [], "ours_nofilter": [], "st_preprocess": []}
+        for k, rows in enumerate(batches):
+            for name in res:
+                _tokens.cache_clear()
+                if name == "ours_warm":
+                    ours.collate(rows, np.random.default_rng([SEED, k]))
+                ours.cfg = dataclasses.replace(ours.cfg, filter_answers=name != "ours_nofilter")
+                t0 = time.perf_counter()
+                if name == "st_preprocess":
+                    st.features(rows)
+                else:
+                    ours.collate(rows, np.random.default_rng([SEED, k]))
+                res[name].append(time.perf_counter() - t0)
+        ours.cfg = dataclasses.replace(ours.cfg, filter_answers=True)
+        out[bs] = {name: {"median_s": median(v), "raw_s": v} for name, v in res.items()}
+        print(f"B={bs:4d} " + "  ".join(f"{name} {median(v) * 1000:7.1f} ms" for name, v in res.items()), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch-size", type=int, default=32)
@@ -288,12 +322,20 @@ def main() -> None:
     ap.add_argument("--rss", action="store_true", help="also run each configuration alone in a child process for peak RSS")
     ap.add_argument("--rss-steps", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile collate (cold answer cache) on 5 batches")
+    ap.add_argument("--collate-scaling", default="", metavar="B,B,...",
+                    help="only time the data side (collate vs ST preprocess) at these batch sizes, then exit")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     ensure_data()
     if args.side:
         return child(args.side, args.rss_steps, args.batch_size)
+    if args.collate_scaling:
+        torch.set_num_threads(1)
+        res = collate_scaling([int(b) for b in args.collate_scaling.split(",")], max(3, args.rounds))
+        if not args.no_save:
+            save("bench_train_throughput", {"args": vars(args), "collate_scaling": res})
+        return None
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
@@ -317,28 +359,34 @@ def main() -> None:
             rec = sides[name].step(rows)
             (warm if r < args.warmup else raw)[name].append(rec)
             tag = "warm-up" if r < args.warmup else f"round {r - args.warmup}"
-            print(f"{tag:8s} {name:22s} {rec['total']:7.3f} s  {args.batch_size / rec['total']:6.2f} q/s  "
+            print(f"{tag:8s} {name:22s} {rec['total']:7.3f} s  {args.batch_size / rec['total']:6.2f} q/s  cpu {rec['cpu']:6.3f} s  "
                   f"(collate {rec['collate']:.3f}, fwd {rec['forward']:.3f}, bwd {rec['backward']:.3f}, "
                   f"opt {rec['optim']:.3f}; N={rec['n_passages']}, q {rec['q_tokens']}, p {rec['p_tokens']}, "
                   f"loss {rec['loss']:.4f})", flush=True)
 
     summary = {}
     st_t = [x["total"] for x in raw.get("st-mnrl", [])]
-    st_qps = args.batch_size / median(st_t) if st_t else None
-    print(f"\n{'config':22s} {'q/s':>7s} {'s/step':>7s} {'collate':>8s} {'fwd':>7s} {'bwd':>7s} {'opt':>7s} "
-          f"{'ours/ST':>8s} {'paired':>7s}")
+    st_c = [x["cpu"] for x in raw.get("st-mnrl", [])]
+    print(f"\n{'config':22s} {'q/s':>6s} {'s/step':>7s} {'collate':>7s} {'fwd':>6s} {'bwd':>6s} {'opt':>6s} "
+          f"{'ours/ST':>7s} {'paired':>6s} | {'cpu q/s':>7s} {'cpu s':>6s} {'ours/ST':>7s} {'paired':>6s}")
     for name in configs:
         t = [x["total"] for x in raw[name]]
-        qps = args.batch_size / median(t)
+        c = [x["cpu"] for x in raw[name]]
+        qps, cqps = args.batch_size / median(t), args.batch_size / median(c)
         phases = {p: median([x[p] for x in raw[name]]) for p in ("collate", "forward", "backward", "optim")}
-        row = {"questions_per_s": qps, "median_step_s": median(t), **{f"median_{p}_s": v for p, v in phases.items()}}
-        if st_qps:
-            row["ratio_of_medians"] = qps / st_qps
-            row["median_paired_ratio"] = median([s / o for o, s in zip(t, st_t)])
+        row = {"questions_per_s": qps, "median_step_s": median(t), **{f"median_{p}_s": v for p, v in phases.items()},
+               "cpu_questions_per_s": cqps, "median_cpu_s": median(c)}
+        if st_t:
+            row["ratio_of_medians"] = qps / (args.batch_size / median(st_t))
+            row["median_paired_ratio"] = median([s_ / o for o, s_ in zip(t, st_t)])
+            row["cpu_ratio_of_medians"] = cqps / (args.batch_size / median(st_c))
+            row["cpu_median_paired_ratio"] = median([s_ / o for o, s_ in zip(c, st_c)])
         summary[name] = row
-        print(f"{name:22s} {qps:7.2f} {median(t):7.3f} {phases['collate']:8.3f} {phases['forward']:7.3f} "
-              f"{phases['backward']:7.3f} {phases['optim']:7.3f} {row.get('ratio_of_medians', float('nan')):8.3f} "
-              f"{row.get('median_paired_ratio', float('nan')):7.3f}")
+        nan = float("nan")
+        print(f"{name:22s} {qps:6.2f} {median(t):7.2f} {phases['collate']:7.3f} {phases['forward']:6.2f} "
+              f"{phases['backward']:6.2f} {phases['optim']:6.3f} {row.get('ratio_of_medians', nan):7.3f} "
+              f"{row.get('median_paired_ratio', nan):6.3f} | {cqps:7.2f} {median(c):6.2f} "
+              f"{row.get('cpu_ratio_of_medians', nan):7.3f} {row.get('cpu_median_paired_ratio', nan):6.3f}")
 
     prof = None
     if args.profile and any(n.startswith("ours") for n in sides):

@@ -16,6 +16,9 @@ import torch  # noqa: E402
 # the tiny test models are fastest on one thread, and a busy machine oversubscribed by torch's
 # thread pool can be many times slower
 torch.set_num_threads(1)
+import faiss  # noqa: E402
+
+faiss.omp_set_num_threads(1)  # same reason: OpenMP spin-waiting on a busy machine is very slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"

@@ -75,10 +75,12 @@ def linear_schedule(optimizer, warmup: int, total: int):
 
 
 class JsonlLog:
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, enabled: bool = True):
+        self.path, self.enabled = path, enabled
 
     def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -116,17 +118,25 @@ def prepare(cfg: TrainConfig):
     return encoder, store, sets
 
 
-def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log) -> float:
-    """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds."""
+def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None) -> float:
+    """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds.
+    Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others."""
     from dpr_xrisk.train.refresh import refresh_pools
 
-    result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
-                           skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
-                           filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out)
+    result = None
+    if ddp is None or ddp.main:
+        result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
+                               skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
+                               filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out)
+    if ddp is not None and ddp.active:
+        result = ddp.broadcast(result)
+        for key, (title, text) in result.texts.items():
+            store.add_text(key, title, text)
     for s, pools in zip(sets, result.pools):
         s.pools, s.pool_source = pools, f"refresh@{step}"
     record = {"event": "refresh", "step": step, **result.stats}
-    JsonlLog(out / "refresh_log.jsonl").write(record)
+    if ddp is None or ddp.main:
+        JsonlLog(out / "refresh_log.jsonl").write(record)
     log.write(record)
     return result.stats["seconds"]
 
@@ -190,8 +200,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
     from dpr_xrisk.train.batch import collate
     from dpr_xrisk.train.checkpoint import list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
+    from dpr_xrisk.train.distributed import Dist
 
     out = Path(out_dir)
+    ddp = Dist.from_env()
+    progress = progress and ddp.main
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     ckpts = list_checkpoints(out)
@@ -232,15 +245,17 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             restore_pools(sets, store, state["pools"], cfg.corpus)
     order = DataOrder([len(s) for s in sets], cfg.batch_size, cfg.seed, state["order"])
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(cfg.to_json())
-    log = JsonlLog(out / "train_log.jsonl")
+    if ddp.main:
+        (out / "config.json").write_text(cfg.to_json())
+    log = JsonlLog(out / "train_log.jsonl", enabled=ddp.main)
     log.write({"event": "start", "step": state["step"], "steps": steps, "tau": tau, "questions": total_q,
+               "world_size": ddp.world,
                "skipped_no_positive": sum(s.skipped_no_positive for s in sets), "resumed": bool(resume and ckpts),
                "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
                "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "corpus_size": corpus_size})
 
     if cfg.negatives == "model" and state["step"] == 0:
-        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log)
+        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp)
     refreshing = cfg.refresh_every is not None or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
@@ -254,11 +269,13 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     def checkpoint(step: int) -> None:
         pools = [[[[k, sc] for k, sc in p] for p in s.pools] for s in sets] if refreshing else None
         st = dict(state, step=step, order=order.state(), pools=pools)
-        save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
-        prune_checkpoints(out, cfg.keep_checkpoints)
+        if ddp.main:
+            save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
+            prune_checkpoints(out, cfg.keep_checkpoints)
+        ddp.barrier()
 
     if dev_questions is not None and state["step"] == 0:
-        run_eval(encoder, cfg, dev_questions, dev_corpus, state, 0, log, out)  # the "before" point
+        run_eval(encoder, cfg, dev_questions, dev_corpus, state, 0, log, out, ddp)  # the "before" point
     encoder.train()
     micro = cfg.batch_size // cfg.grad_accum
     bar = tqdm(total=steps, initial=state["step"], desc="train", unit="step", disable=not progress)
@@ -267,7 +284,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
             if cfg.refresh_every is not None and step > 0 and step % cfg.refresh_every == 0:
-                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log)
+                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp)
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
             torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout of step t, independent of history
@@ -279,9 +296,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                             hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
                             in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers,
                             sampler=cfg.pool_sampler, temperature=cfg.pool_temperature)
-                loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t])
+                loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp)
                 (loss / cfg.grad_accum).backward()
                 total_loss += float(value) / cfg.grad_accum
+            ddp.sum_grads(params)  # the global loss's gradient: each rank holds its slice's part
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
             optimizer.step()
             scheduler.step()
@@ -298,8 +316,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             bar.set_postfix(loss=f"{total_loss:.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             bar.update(1)
             if dev_questions is not None and cfg.eval_every and done % cfg.eval_every == 0 and done < steps:
-                run_eval(encoder, cfg, dev_questions, dev_corpus, state, done, log, out)
-            if probe is not None and done % cfg.probe_every == 0:
+                run_eval(encoder, cfg, dev_questions, dev_corpus, state, done, log, out, ddp)
+            if probe is not None and done % cfg.probe_every == 0 and ddp.main:
                 log.write({"event": "probe", "step": done,
                            **probe_estimator(encoder, loss_fn, cfg, sets, store, offsets, probe, probe_passages)})
             if cfg.save_every and done % cfg.save_every == 0 and done < steps:
@@ -309,15 +327,18 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     finally:
         bar.close()
     if dev_questions is not None:
-        run_eval(encoder, cfg, dev_questions, dev_corpus, state, steps, log, out)
+        run_eval(encoder, cfg, dev_questions, dev_corpus, state, steps, log, out, ddp)
     checkpoint(steps)
     encoder.eval()
-    encoder.save(out)  # the output folder itself is a model folder for encode/search
+    if ddp.main:
+        encoder.save(out)  # the output folder itself is a model folder for encode/search
+    ddp.barrier()
     wall = time.perf_counter() - t_start
     summary = {"steps": steps, "seconds": round(wall, 3), "best": state["best"], "best_step": state["best_step"],
                "tau": tau, "refresh_seconds": round(state["refresh_seconds"], 3),
                "refresh_share": round(state["refresh_seconds"] / wall, 4) if wall > 0 else 0.0}
     log.write({"event": "end", **summary})
+    ddp.close()
     return summary
 
 
@@ -331,13 +352,24 @@ def restore_pools(sets, store, saved, corpus) -> None:
         s.pools = [[(k, float(sc)) for k, sc in p] for p in sp]
 
 
-def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 0):
-    """Forward one micro-batch: (tensor to backpropagate, loss value to log)."""
+def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 0, ddp=None):
+    """Forward one micro-batch: (tensor to backpropagate, loss value to log). Under torchrun
+    each rank embeds its slice of questions and passages and all-gathers the rest."""
     from dpr_xrisk.losses import CandidateBatch, FCCOLoss
 
+    def rows(inputs, a, z):
+        return {k: v[a:z] for k, v in inputs.items()}
+
+    B, N = b.pos_mask.shape
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        q = encoder.embed_queries(b.q_inputs)  # (B, H)
-        p = encoder.embed_passages(b.p_inputs)  # (N, H)
+        if ddp is not None and ddp.active:
+            qa, qz = ddp.bounds(B)
+            pa, pz = ddp.bounds(N)
+            q = ddp.gather_rows(encoder.embed_queries(rows(b.q_inputs, qa, qz)).float(), B)  # (B, H)
+            p = ddp.gather_rows(encoder.embed_passages(rows(b.p_inputs, pa, pz)).float(), N)  # (N, H)
+        else:
+            q = encoder.embed_queries(b.q_inputs)  # (B, H)
+            p = encoder.embed_passages(b.p_inputs)  # (N, H)
     batch = CandidateBatch.from_embeddings(q.float(), p.float(), b.pos_mask, b.neg_mask, b.log_q)
     if isinstance(loss_fn, FCCOLoss):
         out = loss_fn(batch, b.rows + row_offset, b.slot_ids, step=step)  # updates the rows of this micro-batch
@@ -346,7 +378,10 @@ def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 
     return loss, loss.detach()
 
 
-def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out) -> None:
+def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp=None) -> None:
+    if ddp is not None and not ddp.main:
+        state.update(ddp.broadcast(None))  # rank 0 evaluates; the others learn the best so far
+        return
     metrics = evaluate_dev(encoder, cfg, dev_questions, dev_corpus)
     value = metrics.get(cfg.select_metric)
     if value is None:
@@ -358,3 +393,5 @@ def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out) -> 
         encoder.save(out / "best")
         (out / "best" / "dev_metrics.json").write_text(json.dumps({"step": step, **metrics}, indent=2))
     log.write({"event": "eval", "step": step, **metrics, "best": state["best"], "best_step": state["best_step"]})
+    if ddp is not None and ddp.active:
+        ddp.broadcast({"best": state["best"], "best_step": state["best_step"]})
