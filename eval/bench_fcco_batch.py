@@ -34,10 +34,12 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -299,8 +301,10 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         f"Command: `{command}`  ",
         f"Date: {record['started']} (last update {record['updated']})  ",
         f"Machine: {mach['cpus']} CPU cores, {mach['mem_gib']} GiB, no GPU, Python {mach['python']}, torch "
-        f"{mach['torch']}; other benchmarks and test suites ran at the same time (load ~2x the cores), so every "
-        "command ran with 1 thread (`--threads 1`, `OMP_NUM_THREADS=1`) and wall times are inflated and noisy.  ",
+        f"{mach['torch']}; other benchmarks and test suites ran at the same time (load average 4–10 on the 2 cores), so every "
+        "command ran with 1 thread (`--threads 1`, `OMP_NUM_THREADS=1`) and wall times are inflated and noisy"
+        + (f"; {a['jobs']} runs went at a time (`--jobs {a['jobs']}`) to fit the time budget" if a.get("jobs", 1) > 1 else "")
+        + ".  ",
         f"Status: **{record['status']}** — {record['finished_runs']} of {record['planned_runs']} runs finished "
         f"(seeds fully finished: {', '.join(map(str, record.get('seeds_complete', []))) or 'none'}).",
         "",
@@ -475,6 +479,7 @@ def main() -> None:
     ap.add_argument("--test-questions", type=int, default=1000, help="fixed random subset of the test split")
     ap.add_argument("--eval-passages", type=int, default=0, help="dry runs: only the first N paragraphs")
     ap.add_argument("--no-zero-shot", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time (each single-threaded)")
     ap.add_argument("--bf16", action="store_true",
                     help="encode the eval corpus with bfloat16 autocast (default fp32: ~10x faster on this AVX2-only "
                          "CPU, see eval/results/bench_encode.json)")
@@ -495,7 +500,7 @@ def main() -> None:
             [(b, e) for b in args.batches for e in ESTIMATORS if (b, e) not in ORDER]
     plan = [(b, e, s) for s in args.seeds for b, e in order]
     if not args.no_zero_shot:
-        plan.insert(1 if plan else 0, (None, None, None))  # after the first trained run: the headline comes first
+        plan.insert(min(2, len(plan)), (None, None, None))  # after the headline pair (mb-b32, fcco-b8)
     history = json.loads(results.read_text()) if results.exists() else []
     record = {"machine": machine(), "command": command, "started": machine()["date"], "updated": None,
               "status": "running", "planned_runs": len(plan), "finished_runs": 0,
@@ -515,19 +520,34 @@ def main() -> None:
         plot(png, record)
 
     flush("running")
-    for i, (b, e, s) in enumerate(plan):
-        name = run_name(b, e, s)
-        print(f"\n=== run {i + 1}/{len(plan)}: {name} ===", flush=True)
-        try:
-            rec = one_run(args, data, b, e, s)
-        except RuntimeError as err:
-            print(f"[{name}] FAILED: {err}", flush=True)
-            record.setdefault("failed", []).append({"name": name, "error": str(err)[-2000:]})
+
+    def stop(signum, frame):  # killed (e.g. at the time budget): record what finished, then exit
+        flush("stopped (time budget) — unfinished runs were killed")
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+    def job(i, b, e, s):
+        print(f"\n=== run {i + 1}/{len(plan)}: {run_name(b, e, s)} ===", flush=True)
+        return one_run(args, data, b, e, s)
+
+    # --jobs N: N runs at a time, started in plan order (seed-major); results are recorded (and the
+    # JSON/report/plot rewritten) by this thread as each run finishes
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(job, i, b, e, s): (b, e, s) for i, (b, e, s) in enumerate(plan)}
+        for fut in as_completed(futures):
+            b, e, s = futures[fut]
+            name = run_name(b, e, s)
+            try:
+                rec = fut.result()
+            except RuntimeError as err:
+                print(f"[{name}] FAILED: {err}", flush=True)
+                record.setdefault("failed", []).append({"name": name, "error": str(err)[-2000:]})
+                flush("running")
+                continue
+            record["runs"].setdefault("zero-shot" if b is None else key(b, e), {})[str(s if s is not None else 0)] = rec
+            record["finished_runs"] += 1
             flush("running")
-            continue
-        record["runs"].setdefault("zero-shot" if b is None else key(b, e), {})[str(s if s is not None else 0)] = rec
-        record["finished_runs"] += 1
-        flush("running")
     flush("finished")
 
 

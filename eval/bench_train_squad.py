@@ -11,7 +11,7 @@ split: 3,244 questions of the 12 other articles, never trained on). BM25 hard ne
 ``--test-questions`` test questions (numpy default_rng(0), 1,000 by default) retrieved from all
 2,067 SQuAD paragraphs (+ the first ``--wiki N`` passages of ../shared/data/wikipedia-100k as
 distractors; default 0, i.e. the issue's 100k Wikipedia distractors are left out for CPU time),
-with the real CLI: ``train`` -> ``encode --bf16`` -> ``index`` (Flat, exact) -> ``search`` ->
+with the real CLI: ``train`` -> ``encode`` (fp32; ``--bf16`` optional) -> ``index`` (Flat, exact) -> ``search`` ->
 ``evaluate`` (DPR top-1/5/20 answer accuracy, MRR@10 against the question's own paragraph).
 
 Systems run seed-major (all systems for seed 0, then seed 1, ...); after every run the results
@@ -249,7 +249,13 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         f"- **Test questions**: a fixed random subset of {data['test_questions']:,} of the "
         f"{data['test_split_questions']:,} test-split questions (`numpy.random.default_rng(0)`, "
         "`--test-questions`), to keep evaluation cheap.",
-        f"- **Evaluation corpus**: {data['passages']:,} passages = all 2,067 SQuAD v1.1 dev paragraphs"
+        f"- **Evaluation corpus**: {data['passages']:,} passages = "
+        + ("all 2,067 SQuAD v1.1 dev paragraphs" if a["corpus"] == "all" else
+           "the 524 SQuAD paragraphs of the 12 test articles only (`--corpus test-articles`; the issue's "
+           "corpus holds all 2,067 paragraphs, `--corpus all`: the 1,543 paragraphs of the training articles "
+           "were left out for CPU time — encoding them once per trained model cost ~6 extra minutes per run "
+           "on this shared machine; the hardest distractors, the other paragraphs of the question's own "
+           "article, are all kept)")
         + (f" + the first {a['wiki']:,} Wikipedia passages of wikipedia-100k." if a["wiki"] else
            ". The issue's setup adds 100k Wikipedia passages as distractors; they were **left out for "
            "CPU time** (`--wiki N` appends the first N of ../shared/data/wikipedia-100k/psgs.tsv; "
@@ -263,8 +269,9 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         "estimator, no dev evaluation). BM25 negatives: `dpr-xrisk bm25 index` over the 2,067 "
         "paragraphs, `--negatives bm25 --bm25-index ... --corpus passages.tsv` (top-100 minus answer "
         "passages).",
-        "- **Evaluation**: `encode --bf16 --threads 1` (bfloat16 autocast for the corpus encoding; "
-        "queries fp32 in `search`), `index` (Flat, exact), `search --k 20`, `evaluate --k 1 --k 5 --k 20 "
+        "- **Evaluation**: `encode --threads 1 " + ("--bf16` (bfloat16 autocast for the corpus; queries fp32 in "
+        "`search`)" if a["bf16"] else "--fp32` (bfloat16 autocast was not used: on this AVX2 CPU without native "
+        "bf16 it encodes ~10x slower than fp32 — 1 psg/s vs 10 psg/s in eval/results/bench_encode.json)") + ", `index` (Flat, exact), `search --k 20`, `evaluate --k 1 --k 5 --k 20 "
         "--qrels-k 10`: DPR top-k answer accuracy (a passage containing an answer string) and MRR@10 "
         "against the question's own paragraph.",
         f"- **Seeds**: {', '.join(map(str, seeds_planned))} (`--seed`: data order, negatives, dropout), "

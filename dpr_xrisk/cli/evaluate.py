@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import shlex
+import sys
+
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -39,7 +42,7 @@ def evaluate(
                             per_question=per_question) for r in run]
     typer.echo(format_table(results))
     if out is not None:
-        write_json(out, {"results": results})
+        write_json(out, {"results": results, "command": shlex.join(["dpr-xrisk", *sys.argv[1:]])})
         typer.echo(f"wrote {out}", err=True)
     if plot is not None:
         from dpr_xrisk.report.charts import write_quick_eval_chart

@@ -58,7 +58,15 @@ def train(
         negatives_file=str(negatives_file) if negatives_file else None, shared=shared, max_steps=max_steps,
         epochs=epochs, lr=lr, grad_accum=grad_accum, bf16=bf16, seed=seed, eval_every=eval_every,
         save_every=save_every, threads=threads)
+    import os
+    import shlex
+    import sys
+
     cfg = TrainConfig.load(config, overrides)
+    if os.environ.get("RANK", "0") == "0":  # provenance for reports: the command that made this run
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "command.txt", "a", encoding="utf-8") as f:
+            f.write(shlex.join(["dpr-xrisk", *sys.argv[1:]]) + "\n")
     summary = run(cfg, out, resume=resume)
     typer.echo(f"trained {summary['steps']} steps in {summary['seconds']:.1f}s; model in {out}"
                + (f"; best {cfg.select_metric} {summary['best']:.4f} at step {summary['best_step']} in {out / 'best'}" if summary["best"] is not None else ""))

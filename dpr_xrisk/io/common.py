@@ -14,6 +14,12 @@ from typing import IO, Iterator
 from dpr_xrisk.errors import InputError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def check_file(path: str | Path) -> Path:
     """Return ``path`` as a Path if it is a readable file, else raise a located InputError."""
     p = Path(path)
@@ -83,6 +89,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual permissions
     try:
         with open(tmp, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
@@ -103,6 +110,7 @@ def atomic_dir(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
         raise InputError("output folder already exists (use --overwrite to replace it)", path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
         if path.exists():
