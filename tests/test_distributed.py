@@ -67,3 +67,31 @@ def test_two_processes_match_one(no_dropout_model, tmp_path, estimator):
     assert len(loss_a) == len(loss_b) == 4
     assert loss_a == pytest.approx(loss_b, abs=1e-5)
     assert [r.get("world_size") for r in lb if r.get("event") == "start"] == [2]
+
+
+@pytest.mark.slow
+def test_resume_on_another_world_size(no_dropout_model, tmp_path):
+    """A 1-process run killed after its step-2 checkpoint, resumed by 2 processes, ends where an
+    uninterrupted 1-process run ends (the state is per global batch, not per rank)."""
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.trainer import train
+
+    cfg = TrainConfig(train=(TRAIN,), model=str(no_dropout_model), batch_size=8, max_steps=4, hard_negatives=1,
+                      seed=3, save_every=2)
+    train(cfg, tmp_path / "full", progress=False)
+
+    def die(step):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "cut", progress=False, on_step=die)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                          str(free_port()), *train_cmd(no_dropout_model, tmp_path / "cut", ["--save-every", "2", "--resume"])],
+                         capture_output=True, text=True, env=env)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("full", "cut"))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=0)

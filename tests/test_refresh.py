@@ -132,3 +132,12 @@ def test_mine_writes_negatives_usable_for_training(tiny_model_dir, tmp_path):
     train(cfg, tmp_path / "o", progress=False)
     start = json.loads((tmp_path / "o" / "train_log.jsonl").read_text().splitlines()[0])
     assert start["mean_pool_size"] > 5
+
+
+def test_refresh_every_epochs_is_converted_to_steps(tiny_model_dir, tmp_path):
+    # 80 questions / batch 8 = 10 steps per epoch: refreshing every half epoch = every 5 steps
+    cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), batch_size=8, max_steps=11,
+                      refresh_every_epochs=0.5, refresh_k=10, hard_negatives=1)
+    train(cfg, tmp_path / "o", progress=False)
+    log = [json.loads(l) for l in (tmp_path / "o" / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [5, 10]

@@ -62,6 +62,7 @@ class TrainConfig:
     pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9
     # --- index refresh (SPEC §5) --------------------------------------------------------------
     refresh_every: int | None = None  # steps between re-mining from the current encoder's index; None = never
+    refresh_every_epochs: float | None = None  # the same in epochs (converted to steps; the smaller wins)
     refresh_k: int = 100  # top-K retrieved per training question
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
@@ -115,7 +116,10 @@ class TrainConfig:
             raise InputError("negatives = 'bm25' needs bm25_index and corpus")
         if self.refresh_every is not None and self.refresh_every < 1:
             raise InputError(f"refresh_every must be >= 1 step (or unset for no refresh), got {self.refresh_every}")
-        if (self.refresh_every is not None or self.negatives == "model") and not self.corpus:
+        if self.refresh_every_epochs is not None and not self.refresh_every_epochs > 0:
+            raise InputError(f"refresh_every_epochs must be > 0, got {self.refresh_every_epochs}")
+        if (self.refresh_every is not None or self.refresh_every_epochs is not None or self.negatives == "model") \
+                and not self.corpus:
             raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
         if self.pool_sampler not in ("uniform", "softmax"):
             raise unknown_name("pool_sampler", self.pool_sampler, ("uniform", "softmax"))
@@ -188,7 +192,7 @@ class TrainConfig:
 # e.g. eval_every or save_every)
 STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
-              "max_positives", "in_batch_q", "pool_sampler", "pool_temperature", "refresh_every", "refresh_k",
+              "max_positives", "in_batch_q", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
               "refresh_factory", "refresh_skip_ranks", "refresh_margin", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")

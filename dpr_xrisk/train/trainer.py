@@ -104,7 +104,7 @@ def prepare(cfg: TrainConfig):
 
         corpus_ids = {p.id for p in read_passages(cfg.corpus)}
         D.check_positives_in_corpus(sets, corpus_ids)
-    if cfg.refresh_every is not None or cfg.negatives == "model":
+    if cfg.refresh_every is not None or cfg.refresh_every_epochs is not None or cfg.negatives == "model":
         from dpr_xrisk.train.refresh import validate_refresh
 
         validate_refresh(encoder, cfg.corpus, cfg.refresh_k, cfg.refresh_factory)
@@ -231,7 +231,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     total_q = sum(len(s) for s in sets)
     steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * total_q / cfg.batch_size))
     warmup = cfg.warmup_steps or int(cfg.warmup_ratio * steps)
-    loss_fn = build_loss(cfg, tau, sets, max(1, total_q // cfg.batch_size), steps)
+    steps_per_epoch = max(1, total_q // cfg.batch_size)
+    loss_fn = build_loss(cfg, tau, sets, steps_per_epoch, steps)
+    every = [r for r in (cfg.refresh_every, cfg.refresh_every_epochs and max(1, round(cfg.refresh_every_epochs * steps_per_epoch)))
+             if r]
+    refresh_every = min(every) if every else None
     offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -256,7 +260,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
     if cfg.negatives == "model" and state["step"] == 0:
         state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp)
-    refreshing = cfg.refresh_every is not None or cfg.negatives == "model"
+    refreshing = refresh_every is not None or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
         from dpr_xrisk.search import load_passage_texts
@@ -283,7 +287,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     try:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
-            if cfg.refresh_every is not None and step > 0 and step % cfg.refresh_every == 0:
+            if refresh_every is not None and step > 0 and step % refresh_every == 0:
                 state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp)
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
