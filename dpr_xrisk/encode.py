@@ -133,8 +133,9 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     return meta_path
 
 
-def load_shards(emb_dir: str | Path) -> list[dict]:
-    """Validate a complete, consistent set of shards; return their metas in shard order."""
+def load_shards(emb_dir: str | Path, only: list[int] | None = None) -> list[dict]:
+    """Validate a complete, consistent set of shards; return their metas in shard order
+    (``only``: just these shard ids, each of which must be finished)."""
     d = Path(emb_dir)
     if not d.is_dir():
         raise InputError("embeddings folder not found", d)
@@ -146,14 +147,14 @@ def load_shards(emb_dir: str | Path) -> list[dict]:
         raise InputError(f"shards from different splits ({sorted(n)} shards) in one folder", d)
     n = n.pop()
     have = {m["shard_id"] for m in metas}
-    missing = sorted(set(range(n)) - have)
+    missing = sorted(set(only if only is not None else range(n)) - have)
     if missing:
         raise InputError(f"missing shard(s) {missing} of {n} (finish them with encode --shard-id)", d)
     for key, what in (("dim", "dimensions"), ("fingerprint", "models"), ("corpus_fingerprint", "corpora")):
         vals = {m[key] for m in metas}
         if len(vals) != 1:
             raise InputError(f"shards have mismatched {what}: {sorted(map(str, vals))}", d)
-    return sorted(metas, key=lambda m: m["shard_id"])
+    return sorted([m for m in metas if only is None or m["shard_id"] in only], key=lambda m: m["shard_id"])
 
 
 def shard_arrays(meta: dict) -> tuple[np.ndarray, list[str]]:

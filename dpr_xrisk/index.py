@@ -34,13 +34,16 @@ def make_index(dim: int, factory: str):
 
 
 def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat", metric: str | None = None,
-                train_size: int = 262144, seed: int = 0, overwrite: bool = False, threads: int | None = None) -> Path:
-    """Merge all shards of ``emb_dir`` into one index in ``out_dir``; returns ``out_dir``."""
+                train_size: int = 262144, seed: int = 0, overwrite: bool = False, threads: int | None = None,
+                shards: list[int] | None = None) -> Path:
+    """Merge all shards of ``emb_dir`` (or just ``shards``) into one index in ``out_dir``.
+
+    Per-shard indexes (``shards=[i]``) can be searched together with :func:`search_many`."""
     import faiss
 
     if threads:
         faiss.omp_set_num_threads(threads)
-    metas = load_shards(emb_dir)
+    metas = load_shards(emb_dir, shards)
     dim = metas[0]["dim"]
     metric = metric or metas[0]["similarity"]
     if metric not in METRICS:
@@ -84,7 +87,7 @@ def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat",
         "model": metas[0]["model"], "fingerprint": metas[0]["fingerprint"], "settings": metas[0]["settings"],
         "dim": dim, "metric": metric, "normalize_queries": normalize, "factory": factory, "count": total,
         "corpus": metas[0]["corpus"], "corpus_fingerprint": metas[0]["corpus_fingerprint"],
-        "num_shards": len(metas), "train_seconds": round(train_s, 3),
+        "num_shards": len(metas), "shards": [m["shard_id"] for m in metas], "of_shards": metas[0]["num_shards"], "train_seconds": round(train_s, 3),
         "build_seconds": round(time.perf_counter() - t0, 3), "faiss_version": faiss.__version__,
     }
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
@@ -121,3 +124,33 @@ def set_search_params(index, ef_search: int | None = None, nprobe: int | None = 
                 ps.set_index_parameter(index, name, value)
             except RuntimeError:
                 raise InputError(f"--{'ef-search' if name == 'efSearch' else 'nprobe'} does not apply to this index type") from None
+
+
+def load_indexes(index_dirs) -> list[tuple]:
+    """Load several index folders that must form one consistent, non-overlapping collection."""
+    loaded = [load_index(d) for d in index_dirs]
+    metas = [m for _, _, m in loaded]
+    for key, what in (("dim", "dimensions"), ("fingerprint", "models"), ("corpus_fingerprint", "corpora")):
+        if len({str(m.get(key)) for m in metas}) != 1:
+            raise InputError(f"indexes have mismatched {what}; search only indexes built from one encoding run")
+    seen: set[str] = set()
+    for _, ids, _ in loaded:
+        overlap = seen.intersection(ids)
+        if overlap:
+            raise InputError(f"indexes overlap (passage {sorted(overlap)[0]!r} is in two of them)")
+        seen.update(ids)
+    return loaded
+
+
+def search_many(loaded, queries, k: int):
+    """Top-k over several indexes: each is searched for k, and the lists are merged by score
+    (exact for exact indexes: the global top-k is within the union of the per-shard top-k)."""
+    all_scores, all_ids = [], []
+    for index, ids, _ in loaded:
+        scores, rows = index.search(queries, min(k, index.ntotal))  # (n, k_i)
+        all_scores.append(scores)
+        all_ids.append(np.vectorize(lambda r, ids=ids: ids[r] if r >= 0 else "", otypes=[object])(rows))
+    scores = np.concatenate(all_scores, axis=1)  # (n, sum k_i)
+    ids = np.concatenate(all_ids, axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)

@@ -26,14 +26,18 @@ def check_compatible(encoder, meta: dict) -> None:
 
 
 def dense_search(encoder, index, ids: Sequence[str], meta: dict, questions, k: int = 100,
-                 batch_size: int = 128, bf16: bool = False, progress: bool = True) -> dict:
-    """Encode questions and take the top ``k`` passages of each from the index."""
+                 batch_size: int = 128, bf16: bool = False, progress: bool = True, more=()) -> dict:
+    """Encode questions and take the top ``k`` passages of each from the index (and from the
+    ``more`` indexes -- (index, ids, meta) triples of other shards -- merged by score)."""
     import faiss
     from tqdm import tqdm
 
+    from dpr_xrisk.index import search_many
+
     if k < 1:
         raise InputError("k must be >= 1")
-    k = min(k, index.ntotal)
+    loaded = [(index, ids, meta), *more]
+    k = min(k, sum(i.ntotal for i, _, _ in loaded))
     bar = tqdm(total=len(questions), unit="q", desc="search", disable=not progress)
     run = {}
     for lo in range(0, len(questions), 4096):
@@ -41,9 +45,9 @@ def dense_search(encoder, index, ids: Sequence[str], meta: dict, questions, k: i
         q = encoder.encode_queries([x.text for x in chunk], batch_size=batch_size, bf16=bf16)  # (n, H)
         if meta.get("normalize_queries"):
             faiss.normalize_L2(q)
-        scores, rows = index.search(q, k)  # (n, k), (n, k)
+        scores, found = search_many(loaded, q, k)  # (n, k), (n, k) passage ids
         for qi, question in enumerate(chunk):
-            run[question.qid] = [(ids[r], float(s)) for r, s in zip(rows[qi], scores[qi]) if r >= 0]
+            run[question.qid] = [(d, float(s)) for d, s in zip(found[qi], scores[qi]) if d]
         bar.update(len(chunk))
     bar.close()
     return run

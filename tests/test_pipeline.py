@@ -189,3 +189,24 @@ def test_fusion():
     assert dict(interp) == pytest.approx({"a": 10.9, "c": 20.1, "b": 10.8})
     with pytest.raises(InputError, match="unknown fusion"):
         fuse(dense, sparse, "max")
+
+
+def test_per_shard_indexes_searched_together_equal_the_merged_index(tiny_encoder, tmp_path):
+    from dpr_xrisk.index import load_indexes
+
+    for i in range(3):
+        encode_corpus(tiny_encoder, CORPUS, tmp_path / "e", shard_id=i, num_shards=3, progress=False)
+    build_index(tmp_path / "e", tmp_path / "all")
+    for i in range(3):
+        build_index(tmp_path / "e", tmp_path / f"s{i}", shards=[i])
+    questions = read_questions(SAMPLE / "test.qa.tsv")
+    index, ids, meta = load_index(tmp_path / "all")
+    merged = dense_search(tiny_encoder, index, ids, meta, questions, k=10, progress=False)
+    parts = load_indexes([tmp_path / f"s{i}" for i in range(3)])
+    sharded = dense_search(tiny_encoder, *parts[0], questions, k=10, progress=False, more=parts[1:])
+    for q in questions:
+        np.testing.assert_allclose([s for _, s in merged[q.qid]], [s for _, s in sharded[q.qid]], atol=1e-6)
+        last = merged[q.qid][-1][1]  # ids agree above the k-th score (ties there may go either way)
+        assert {d for d, s in merged[q.qid] if s > last + 1e-6} == {d for d, s in sharded[q.qid] if s > last + 1e-6}
+    with pytest.raises(InputError, match="indexes overlap"):
+        load_indexes([tmp_path / "all", tmp_path / "s0"])

@@ -14,12 +14,13 @@ def index(
     train_size: Annotated[int, typer.Option(min=1, help="Vectors sampled to train IVF/PQ indexes.")] = 262144,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing index folder.")] = False,
     threads: Annotated[int, typer.Option(min=0, help="FAISS threads (0 = FAISS's default).")] = 0,
+    shard: Annotated[Optional[list[int]], typer.Option("--shard", help="Index only these shard ids (repeat); search per-shard indexes together with several --index.")] = None,
 ):
     """Build a FAISS index folder (index.faiss, ids.txt, meta.json) from an embeddings folder."""
     from dpr_xrisk.index import build_index
 
     out = build_index(embeddings, out, factory=factory, metric=metric, train_size=train_size,
-                      overwrite=overwrite, threads=threads or None)
+                      overwrite=overwrite, threads=threads or None, shards=shard or None)
     typer.echo(f"wrote {out}")
 
 

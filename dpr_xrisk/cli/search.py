@@ -13,7 +13,7 @@ Alpha = Annotated[float, typer.Option(help="Weight of BM25 in interpolation.", r
 
 
 def search(
-    index: Annotated[Path, typer.Option("--index", "-i", help="Index folder written by `index`.")],
+    index: Annotated[list[Path], typer.Option("--index", "-i", help="Index folder written by `index`; repeat to search per-shard indexes together (top-k merged by score).")],
     queries: Queries,
     out_run: OutRun = None,
     out_json: OutJson = None,
@@ -30,17 +30,19 @@ def search(
     depth: Annotated[int, typer.Option(min=1, help="Candidates taken from each run before fusion.", rich_help_panel=Hybrid)] = 1000,
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
-    from dpr_xrisk.index import load_index, set_search_params
+    from dpr_xrisk.index import load_indexes, set_search_params
     from dpr_xrisk.io.questions import read_questions
     from dpr_xrisk.search import check_compatible, dense_search, fuse
 
     questions = read_questions(queries)
-    faiss_index, ids, meta = load_index(index)
-    set_search_params(faiss_index, ef_search, nprobe)
+    loaded = load_indexes(index)
+    for faiss_index, _, _ in loaded:
+        set_search_params(faiss_index, ef_search, nprobe)
+    faiss_index, ids, meta = loaded[0]
     encoder = load_encoder(model or meta["model"])
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
-                       batch_size=batch_size, bf16=bf16)
+                       batch_size=batch_size, bf16=bf16, more=loaded[1:])
     tag = "dense"
     if bm25_index is not None:
         from dpr_xrisk.bm25 import bm25_search
