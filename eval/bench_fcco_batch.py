@@ -319,7 +319,11 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         f"{data['train_subset_articles']} articles), written as a biencoder JSON under eval/work/fcco/. "
         f"Its distinct positives, N = {data['train_distinct_passages']} paragraphs, are the training passages "
         "TSV (`corpus`): N is the corpus size of the in-batch q = n_b/N, and the probe's exact loss runs over it. "
-        "The full 7,326-question training split was **left out for CPU time**.",
+        "The full 7,326-question training split was **left out for CPU time**."
+        + (f" **Deviation**: the issue asked for 512 questions; {data['train_questions']} were used because the machine "
+           "was shared with other sessions' benchmarks (load average 9–13 on 2 cores) and a 512-question run measured "
+           "25 s/step at batch 8 and 80 s/step at batch 32, i.e. ~80 min per run, beyond the session's 85-minute "
+           "budget (a first 512-question attempt was stopped after 17 of 192 steps)." if data["train_questions"] < 512 else ""),
         f"- **Training** (every run): from `minilm` (all-MiniLM-L6-v2, mean pooling, L2-normalised), `--loss dpm "
         f"--zeta-scale 1 --negatives none` (in-batch negatives only, q = n_b/N), tau = 0.05 (default), `--lr "
         f"{a['lr']}`, `--epochs {a['epochs']}` (steps: "
@@ -376,7 +380,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
     for k in ["zero-shot"] + [key(b, e) for b in a["batches"] for e in ESTIMATORS]:
         for seed, r in sorted(runs.get(k, {}).items()):
             m = r["metrics"]
-            loss = f"{r['loss_first5']:.3f} → {r['loss_last5']:.3f}" if "loss_first5" in r else "—"
+            loss = f"{r['loss_first5']:.4f} → {r['loss_last5']:.4f}" if "loss_first5" in r else "—"
             step_s = f"{r['mean_step_s']:.2f}" if "mean_step_s" in r else "—"
             L.append(f"| {r['settings']['name']} | {m['top1']:.4f} | {m['top5']:.4f} | {m['top20']:.4f} | "
                      f"{m['mrr@10']:.4f} | {r.get('train_wall_s', '—')} | {r.get('train_loop_s', '—')} | "
@@ -397,7 +401,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
     for b in a["batches"]:
         for seed, r in sorted(runs.get(key(b, "fcco"), {}).items()):
             for p in r.get("probes", []):
-                f = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
+                f = lambda x: f"{x:.4f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
                 L.append(f"| {r['settings']['name']} | {p['step']} | {p['probe_seen']} | {f(p.get('probe_tau_v'))} | "
                          f"{f(p.get('probe_exact_loss'))} | {f(p.get('probe_gap'))} | {f(p.get('probe_abs_gap'))} |")
     L += ["", "| run | γ at end | weight mean (end / last 10 steps) | weight std (end / last 10) | seen fraction | τ·v̄ (all seen) |",
@@ -405,9 +409,9 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
     for b in a["batches"]:
         for seed, r in sorted(runs.get(key(b, "fcco"), {}).items()):
             e, t10, tau = r["fcco_end"], r["fcco_last10"], r["tau"]
-            L.append(f"| {r['settings']['name']} | {e['gamma']} | {e['weight_mean']:.3f} / {t10['weight_mean']:.3f} | "
-                     f"{e['weight_std']:.3f} / {t10['weight_std']:.3f} | {e['seen_fraction']:.3f} | "
-                     f"{tau * e['v_mean']:.3f} |")
+            L.append(f"| {r['settings']['name']} | {e['gamma']} | {e['weight_mean']:.4f} / {t10['weight_mean']:.4f} | "
+                     f"{e['weight_std']:.4f} / {t10['weight_std']:.4f} | {e['seen_fraction']:.3f} | "
+                     f"{tau * e['v_mean']:.4f} |")
     if record.get("failed"):
         L += ["", "## Failed runs", ""] + [f"- {f['name']}: `{f['error'][-300:]}`" for f in record["failed"]]
     text = "\n".join(L) + "\n"
@@ -448,6 +452,7 @@ def plot(path: Path, record: dict) -> None:
         if z:
             ax.axhline(z["metrics"][mk], color="gray", ls="--", lw=1.2, label=f"zero-shot ({z['metrics'][mk]:.3f})")
         ax.set_xscale("log", base=2)
+        ax.set_xlim(min(a["batches"]) / 1.5, max(a["batches"]) * 1.5)
         ax.set_xticks(a["batches"])
         ax.set_xticklabels([str(b) for b in a["batches"]])
         ax.set_xlabel(f"batch size (questions per step; {a['epochs']} epochs each)")
@@ -484,6 +489,8 @@ def main() -> None:
                     help="encode the eval corpus with bfloat16 autocast (default fp32: ~10x faster on this AVX2-only "
                          "CPU, see eval/results/bench_encode.json)")
     ap.add_argument("--dry", action="store_true", help="plumbing check: everything under eval/work/fcco/dry/")
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: re-read the train logs of the latest record's runs and rewrite its report and plot")
     args = ap.parse_args()
     command = "python eval/bench_fcco_batch.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
     if args.dry:
@@ -494,6 +501,23 @@ def main() -> None:
         results, report, png = RESULTS / "bench_fcco_batch.json", EVAL / "RESULTS-fcco.md", EVAL / "fcco_batch.png"
     args.work.mkdir(parents=True, exist_ok=True)
     results.parent.mkdir(parents=True, exist_ok=True)
+
+    if args.render:
+        history = json.loads(results.read_text())
+        record = history[-1]
+        for k, by_seed in record["runs"].items():
+            for r in by_seed.values():
+                model = args.work / r["settings"]["name"] / "model"
+                if (model / "train_log.jsonl").exists():
+                    r.update(train_diagnostics(model, r["settings"]["estimator"]))
+        record["summary"] = summarise({k: v for k, v in record["runs"].items() if k != "zero-shot"})
+        tmp = results.with_suffix(".partial")
+        tmp.write_text(json.dumps(history, indent=2) + "\n")
+        os.replace(tmp, results)
+        write_report(report, record, record["command"], png)
+        plot(png, record)
+        print(f"rewrote {report} and {png}")
+        return
 
     data = prepare_data(args)
     order = [(b, e) for b, e in ORDER if b in args.batches] + \
