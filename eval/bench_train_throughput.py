@@ -25,16 +25,23 @@ larger than the cache) and no configuration profits from another's work on the s
 How: torch.set_num_threads(1) (and interop 1, TOKENIZERS_PARALLELISM=false) for all sides; WARMUP
 steps each, then ROUNDS rounds, each running every configuration once on the round's batch in
 interleaved order (ours-shared-infonce, st, ours-shared-dpm, ours-separate; reversed every other
-round). Reports every raw step time with its phases (collate/tokenise, forward, backward,
-optimiser), medians, the ours/ST ratio of medians and the median of per-round paired ratios, a loss
-check (ours infonce == MNRL on one batch in eval mode), optionally peak RSS of each side in its own
-process (``--rss``), and a cProfile of ``collate`` (``--profile``).
+round). Reports every raw step time (wall, and CPU time of the process, steadier on a shared machine)
+with its phases (collate/tokenise, forward, backward, optimiser), medians, the ours/ST ratio of
+medians and the median of per-round paired ratios, a loss check (ours infonce == MNRL on one batch in
+eval mode), optionally peak RSS (VmHWM) of each side alone in its own process (``--rss``, or only that:
+``--rss-only``), and a cProfile of ``collate`` (``--profile``). ``--collate-scaling 32,64,128`` times
+only the data side (our collate, cold/warm answer cache and without answer filtering, vs ST's
+preprocess) at growing batch sizes.
 
 Data: questions and positive paragraphs of SQuAD v1.1 dev, converted (git-ignored) with
 ``dpr-xrisk convert squad --input ../shared/data/squad-v1.1-dev/dev-v1.1.json
 --out eval/work/squad-train --test-fraction 0.25 --seed 0`` (done by this script when missing).
 
     python eval/bench_train_throughput.py [--batch-size 32] [--warmup 2] [--rounds 6] [--rss] [--profile]
+    python eval/bench_train_throughput.py --rss-only [--rss-steps 3]
+    python eval/bench_train_throughput.py --collate-scaling 32,64,128 [--rounds 5]
+
+Results: eval/RESULTS-train.md, raw records appended to eval/results/bench_train_throughput.json.
 """
 
 from __future__ import annotations
@@ -270,18 +277,40 @@ def profile_collate(ours: Ours, batches, n: int) -> str:
     return s.getvalue()
 
 
+def _hwm_mib() -> float:
+    """Peak RSS of this process image (VmHWM). Not ru_maxrss: Linux keeps that across fork+exec, so a
+    child started by a big parent would report the parent's peak."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(name: str, steps: int, bs: int) -> None:
     """--side: run one configuration alone and print its peak RSS (for --rss)."""
     torch.set_num_threads(1)
     ts, store = load_data()
     batches = make_batches(ts, steps, bs, SEED)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = _hwm_mib()
     side = build(name, ts, store)
-    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss1 = _hwm_mib()
     times = [side.step(rows)["total"] for rows in batches]
-    rss2 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"config": name, "peak_rss_mib_after_data": rss0 / 1024, "peak_rss_mib_after_load": rss1 / 1024,
-                      "peak_rss_mib": rss2 / 1024, "step_seconds": times}))
+    rss2 = _hwm_mib()
+    print(json.dumps({"config": name, "peak_rss_mib_after_data": rss0, "peak_rss_mib_after_load": rss1,
+                      "peak_rss_mib": rss2, "step_seconds": times}))
+
+
+def peak_rss(configs, steps: int, bs: int) -> dict:
+    rss = {}
+    for name in configs:
+        out = subprocess.run([sys.executable, __file__, "--side", name, "--rss-steps", str(steps),
+                              "--batch-size", str(bs)], capture_output=True, text=True, check=True)
+        rss[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"peak RSS {name:22s} {rss[name]['peak_rss_mib']:8.0f} MiB (data loaded "
+              f"{rss[name]['peak_rss_mib_after_data']:.0f} MiB, model loaded {rss[name]['peak_rss_mib_after_load']:.0f} MiB)",
+              flush=True)
+    return rss
 
 
 def collate_scaling(sizes, reps: int) -> dict:
@@ -295,21 +324,25 @@ def collate_scaling(sizes, reps: int) -> dict:
     for bs in sizes:
         batches = make_batches(ts, reps, bs, SEED + bs)
         res = {"ours_cold": [], "ours_warm": [], "ours_nofilter": [], "st_preprocess": []}
+        cpu = {name: [] for name in res}
         for k, rows in enumerate(batches):
             for name in res:
                 _tokens.cache_clear()
                 if name == "ours_warm":
                     ours.collate(rows, np.random.default_rng([SEED, k]))
                 ours.cfg = dataclasses.replace(ours.cfg, filter_answers=name != "ours_nofilter")
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 if name == "st_preprocess":
                     st.features(rows)
                 else:
                     ours.collate(rows, np.random.default_rng([SEED, k]))
                 res[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
         ours.cfg = dataclasses.replace(ours.cfg, filter_answers=True)
-        out[bs] = {name: {"median_s": median(v), "raw_s": v} for name, v in res.items()}
-        print(f"B={bs:4d} " + "  ".join(f"{name} {median(v) * 1000:7.1f} ms" for name, v in res.items()), flush=True)
+        out[bs] = {name: {"median_s": median(v), "median_cpu_s": median(cpu[name]), "raw_s": v, "raw_cpu_s": cpu[name]}
+                   for name, v in res.items()}
+        print(f"B={bs:4d} " + "  ".join(f"{name} {median(v) * 1000:6.1f} ms (cpu {median(cpu[name]) * 1000:6.1f})"
+                                        for name, v in res.items()), flush=True)
     return out
 
 
@@ -321,6 +354,7 @@ def main() -> None:
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--rss", action="store_true", help="also run each configuration alone in a child process for peak RSS")
     ap.add_argument("--rss-steps", type=int, default=3)
+    ap.add_argument("--rss-only", action="store_true", help="only the --rss measurement, then exit")
     ap.add_argument("--profile", action="store_true", help="cProfile collate (cold answer cache) on 5 batches")
     ap.add_argument("--collate-scaling", default="", metavar="B,B,...",
                     help="only time the data side (collate vs ST preprocess) at these batch sizes, then exit")
@@ -330,6 +364,11 @@ def main() -> None:
     ensure_data()
     if args.side:
         return child(args.side, args.rss_steps, args.batch_size)
+    if args.rss_only:
+        res = peak_rss(args.configs.split(","), args.rss_steps, args.batch_size)
+        if not args.no_save:
+            save("bench_train_throughput", {"args": vars(args), "peak_rss": res})
+        return None
     if args.collate_scaling:
         torch.set_num_threads(1)
         res = collate_scaling([int(b) for b in args.collate_scaling.split(",")], max(3, args.rounds))
@@ -394,14 +433,7 @@ def main() -> None:
         prof = profile_collate(ours, batches, 5)
         print("\ncProfile of collate, 5 batches, cold answer cache:\n" + prof)
 
-    rss = {}
-    if args.rss:
-        for name in configs:
-            out = subprocess.run([sys.executable, __file__, "--side", name, "--rss-steps", str(args.rss_steps),
-                                  "--batch-size", str(args.batch_size)], capture_output=True, text=True, check=True)
-            rss[name] = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"peak RSS {name:22s} {rss[name]['peak_rss_mib']:8.0f} MiB "
-                  f"(after load {rss[name]['peak_rss_mib_after_load']:.0f} MiB)", flush=True)
+    rss = peak_rss(configs, args.rss_steps, args.batch_size) if args.rss else {}
 
     if not args.no_save:
         save("bench_train_throughput", {"args": vars(args), "threads": torch.get_num_threads(),
