@@ -10,7 +10,9 @@ memory-mapped .npy, so the two peaks should differ by at most about the output b
 
 How: each run is a fresh Python wrapper that starts the command as a subprocess and reads the
 child's peak from ``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss`` (KiB on Linux); runs are
-interleaved (10k, 100k, 10k, ...) into fresh output folders under eval/work/.
+interleaved (10k, 100k, 10k, ...) into fresh output folders under eval/work/. The wrapper also
+samples the child's VmRSS every 2 s together with the chunks finished so far (encode's progress
+file), so the table "RSS by chunk" shows whether memory plateaus or keeps growing.
 
     python eval/bench_encode_rss.py [--reps 1] [--sizes 10000 100000]
 """
@@ -33,9 +35,25 @@ from _common import WIKI, WORK, median, save  # noqa: E402
 
 TINY = WORK / "tiny-bert"
 CLI = Path(sys.executable).parent / "dpr-xrisk"
-WRAPPER = ("import resource, subprocess, sys\n"
-           "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-           "print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+WRAPPER = """
+import json, resource, subprocess, sys, time
+progress = sys.argv[1]
+child = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+trace, t0, done = [], time.time(), 0
+while child.poll() is None:
+    try:
+        with open(f"/proc/{child.pid}/status") as f:
+            rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+        with open(progress) as f:
+            done = json.load(f)["chunks_done"]
+    except (OSError, StopIteration, ValueError, KeyError):
+        pass
+    else:
+        trace.append((round(time.time() - t0, 1), rss, done))
+    time.sleep(2)
+print(json.dumps({"rc": child.wait(), "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+                  "trace": trace}))
+"""
 
 
 def tiny_model(path: Path) -> Path:
@@ -80,15 +98,23 @@ def corpus_of(n: int) -> Path:
     return out
 
 
-def peak_rss(cmd: list[str]) -> tuple[int, float]:
-    """(peak RSS in KiB of cmd, wall seconds), measured by a fresh Python wrapper."""
+def peak_rss(cmd: list[str], progress: Path) -> tuple[int, float, list]:
+    """(peak RSS in KiB of cmd, wall seconds, [(s, VmRSS KiB, chunks done)]), by a fresh wrapper."""
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True, check=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"})
-    rc, kib = map(int, res.stdout.split())
-    if rc != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed with exit code {rc}")
-    return kib, time.perf_counter() - t0
+    res = subprocess.run([sys.executable, "-c", WRAPPER, str(progress), *cmd], capture_output=True, text=True,
+                         check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    out = json.loads(res.stdout)
+    if out["rc"] != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed with exit code {out['rc']}")
+    return out["maxrss_kib"], time.perf_counter() - t0, out["trace"]
+
+
+def by_chunk(trace: list) -> dict[int, float]:
+    """Max sampled RSS (MiB) while chunk i+1 was being encoded (i = chunks done)."""
+    out: dict[int, float] = {}
+    for _, kib, done in trace:
+        out[done] = max(out.get(done, 0.0), kib / 1024)
+    return out
 
 
 def main() -> None:
@@ -108,11 +134,15 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             cmd = [str(CLI), "encode", "--model", str(model), "--corpus", str(corpora[n]), "--out", str(out),
                    "--batch-size", str(args.batch_size), "--threads", "2"]
-            kib, wall = peak_rss(cmd)
+            kib, wall, trace = peak_rss(cmd, out / "progress-00000-of-00001.json")
             npy[n] = (out / "embeddings-00000-of-00001.npy").stat().st_size
-            raw[n].append({"peak_rss_mib": kib / 1024, "wall_s": wall})
+            chunks = by_chunk(trace)
+            raw[n].append({"peak_rss_mib": kib / 1024, "wall_s": wall, "rss_mib_by_chunks_done": chunks,
+                           "trace_s_kib_chunks": trace})
             print(f"rep {rep} {n:7d} passages: peak RSS {kib / 1024:8.1f} MiB  wall {wall:6.1f} s  "
                   f".npy {npy[n] / 2**20:6.1f} MiB", flush=True)
+            print("  RSS by chunk (max MiB sampled while encoding chunk i): "
+                  + "  ".join(f"{i + 1}:{v:.0f}" for i, v in sorted(chunks.items())), flush=True)
     peaks = {n: median([r["peak_rss_mib"] for r in raw[n]]) for n in args.sizes}
     lo, hi = min(args.sizes), max(args.sizes)
     growth = peaks[hi] - peaks[lo]

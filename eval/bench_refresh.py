@@ -149,12 +149,13 @@ def prepare_data(args) -> dict:
     sub = BASE / f"test{n}"
     sub.mkdir(parents=True, exist_ok=True)
     qa, qr = sub / "qa.tsv", sub / "qrels.tsv"
-    qa.write_text("".join(qlines[i] for i in tpick), encoding="utf-8")
     out = []
     for new, old in enumerate(tpick):
         for line in qrels[str(old)]:
             out.append(" ".join([str(new), *line.split()[1:]]) + "\n")
-    qr.write_text("".join(out), encoding="utf-8")
+    for path, text in ((qa, "".join(qlines[i] for i in tpick)), (qr, "".join(out))):
+        if not path.exists() or path.read_text(encoding="utf-8") != text:  # never touch a file in use
+            path.write_text(text, encoding="utf-8")
     return {"train": str(train), "train_questions": n_tr, "train_split_questions": len(train_all),
             "train_corpus": str(corpus), "train_corpus_passages": len(pos_ids), "bm25": str(bm25),
             "qa": str(qa), "qrels": str(qr), "test_questions": n, "test_split_questions": len(qlines),
@@ -201,10 +202,14 @@ def one_run(args, data, system: str, seed, steps) -> dict:
         for sub in ("emb", "index"):
             shutil.rmtree(d / sub, ignore_errors=True)
     else:
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-        rec = {"settings": settings}
+        resumable = (d / "settings.json").exists() and (d / "checkpoints").is_dir() and \
+            json.loads((d / "settings.json").read_text()) == settings and any((d / "checkpoints").iterdir())
+        if not resumable:
+            if d.exists():
+                shutil.rmtree(d)
+            d.mkdir(parents=True)
+            (d / "settings.json").write_text(json.dumps(settings))
+        rec = {"settings": settings, "resumed": resumable}
     log = d / "bench.log"
     print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
     if flags is None:
@@ -217,7 +222,8 @@ def one_run(args, data, system: str, seed, steps) -> dict:
         rec["train_wall_s"] = cli(["train", "--model", "minilm", "--train", data["train"], *flags, *extra,
                                    "--corpus", data["train_corpus"], "--hard-negatives", 1,
                                    "--max-steps", steps, "--batch-size", args.batch_size, "--lr", args.lr,
-                                   "--seed", seed, "--threads", 1, "--out", d], log)
+                                   "--seed", seed, "--threads", 1, "--save-every", args.save_every,
+                                   *(["--resume"] if rec["resumed"] else []), "--out", d], log)
         rec["train_cpu_s"] = LAST_CPU.seconds
         events = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines()]
         end = next(e for e in events if e.get("event") == "end")
@@ -521,10 +527,18 @@ def main() -> None:
     ap.add_argument("--bf16-encode", action="store_true",
                     help="encode the evaluation corpus with --bf16 (default fp32: this CPU has no native bf16 and "
                          "bf16 autocast ran ~10x slower than fp32 in eval/results/bench_encode.json)")
+    ap.add_argument("--save-every", type=int, default=8,
+                    help="checkpoint every N steps, so a killed run resumes (its wall/CPU times then cover the "
+                         "resumed part only and the run is marked resumed)")
     ap.add_argument("--jobs", type=int, default=1, help="runs in parallel (each a 1-thread process)")
+    ap.add_argument("--collect", action="store_true",
+                    help="run nothing: gather the finished runs of these settings from eval/work/refresh/runs into "
+                         "the last results record of the same command (e.g. after stopping the grid) and rewrite "
+                         "the report and plot")
     ap.add_argument("--dry", action="store_true", help="plumbing check: everything under eval/work/refresh/dry/")
     args = ap.parse_args()
-    command = "python eval/bench_refresh.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    argv = [a for a in sys.argv[1:] if a != "--collect"]
+    command = "python eval/bench_refresh.py" + (" " + " ".join(argv) if argv else "")
     if args.dry:
         base = BASE / "dry"
         args.work, results, report, png = base / "runs", base / "bench_refresh.json", base / "report.md", base / "plot.png"
@@ -547,6 +561,30 @@ def main() -> None:
               "data": data, "eqwall": None, "runs": {}, "summary": {}, "trajectory": {}}
     if args.eqwall_steps is not None:
         record["eqwall"] = {"steps": args.eqwall_steps, "source": "--eqwall-steps"}
+    if args.collect:
+        old = next((r for r in reversed(history) if r["command"] == command), None)
+        if old is None:
+            raise SystemExit(f"no results record of `{command}` to collect into")
+        record = old
+        record["eqwall"] = record.get("eqwall") or ({"steps": args.eqwall_steps} if args.eqwall_steps else None)
+        for system, seed in plan:
+            if system == "a-dpr-bm25-eqwall" and not record["eqwall"]:
+                continue
+            steps = steps_of(args, system, record) if SYSTEMS[system][1] is not None else None
+            d = args.work / (system if seed is None else f"{system}-s{seed}")
+            if (d / "bench.json").exists():
+                rec = json.loads((d / "bench.json").read_text())
+                if rec.get("settings") == run_settings(args, data, system, seed, steps):
+                    record["runs"].setdefault(system, {})[str(seed if seed is not None else 0)] = rec
+        record["finished_runs"] = sum(len(v) for v in record["runs"].values())
+        record["summary"], record["updated"] = summarise(record["runs"]), machine()["date"]
+        record["trajectory"] = refresh_trajectory(record["runs"])
+        record["status"] = "stopped" if record["finished_runs"] < record["planned_runs"] else "finished"
+        results.write_text(json.dumps(history, indent=2) + "\n")
+        write_report(report, record, png)
+        plot(png, record)
+        print(f"collected {record['finished_runs']} runs into {results}")
+        return
     history.append(record)
 
     def flush(status: str) -> None:

@@ -31,8 +31,11 @@ import os
 import shutil
 import statistics
 import subprocess
+import signal
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -66,18 +69,29 @@ def env() -> dict:
             "OPENBLAS_NUM_THREADS": one, "TOKENIZERS_PARALLELISM": "false"}
 
 
+STOP = threading.Event()  # set by SIGTERM: finish the report with what is done, start nothing new
+ACTIVE: set = set()  # running dpr-xrisk processes, terminated on SIGTERM
+
+
 def cli(args: list, log: Path) -> float:
     """Run ``dpr-xrisk <args>`` with its output appended to ``log``; return the wall seconds."""
     cmd = [CLI, *map(str, args)]
     print(f"  $ {' '.join(cmd)}", flush=True)
+    if STOP.is_set():
+        raise RuntimeError("stopped (SIGTERM)")
     t0 = time.perf_counter()
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env())
-    if r.returncode:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env())
+        ACTIVE.add(proc)
+        try:
+            rc = proc.wait()
+        finally:
+            ACTIVE.discard(proc)
+    if rc:
         tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-        raise RuntimeError(f"exit {r.returncode}: {' '.join(cmd)}\n" + "\n".join(tail))
+        raise RuntimeError(f"exit {rc}: {' '.join(cmd)}\n" + "\n".join(tail))
     return round(time.perf_counter() - t0, 1)
 
 
@@ -141,6 +155,21 @@ def run_settings(args, data, system: str, seed: int | None) -> dict:
     return s
 
 
+def trained_model_complete(d: Path, args, flags: list[str], seed: int) -> bool:
+    """Did ``d`` finish training (end event, saved model) with this run's configuration?"""
+    try:
+        cfg = json.loads((d / "config.json").read_text())
+        ended = any(json.loads(x).get("event") == "end" for x in (d / "train_log.jsonl").read_text().splitlines())
+    except (OSError, ValueError):
+        return False
+    opts = dict(zip(flags[::2], flags[1::2]))
+    want = {"loss": opts["--loss"], "negatives": opts["--negatives"], "max_steps": args.max_steps,
+            "batch_size": args.batch_size, "lr": args.lr, "seed": seed, "model": "minilm", "hard_negatives": 1}
+    if "--zeta-scale" in opts:
+        want["zeta_scale"] = float(opts["--zeta-scale"])
+    return ended and (d / "dpr_xrisk.json").exists() and all(cfg.get(k) == v for k, v in want.items())
+
+
 def one_run(args, data, system: str, seed: int | None) -> dict:
     flags = SYSTEMS[system][1]
     name = system if flags is None else f"{system}-s{seed}"
@@ -152,12 +181,18 @@ def one_run(args, data, system: str, seed: int | None) -> dict:
         if rec.get("settings") == settings:
             print(f"[{name}] reusing {done}", flush=True)
             return rec
-    if d.exists():
-        shutil.rmtree(d)  # an unfinished or differently-configured run starts over
-    d.mkdir(parents=True)
-    log = d / "bench.log"
-    print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
     rec: dict = {"settings": settings}
+    adopted = flags is not None and trained_model_complete(d, args, flags, seed)
+    if adopted:  # training finished but its evaluation did not (e.g. the benchmark was stopped): evaluate it
+        start = d / "train_start.txt"
+        rec["train_wall_s"] = (round((d / "dpr_xrisk.json").stat().st_mtime - float(start.read_text()), 1)
+                               if start.exists() else None)
+        rec["adopted_trained_model"] = True
+    elif d.exists():
+        shutil.rmtree(d)  # an unfinished or differently-configured run starts over
+    d.mkdir(parents=True, exist_ok=True)
+    log = d / "bench.log"
+    print(f"[{name}] {SYSTEMS[system][0]}" + (" (reusing its finished training)" if adopted else ""), flush=True)
     if flags is None:
         if system == "zero-shot":
             model = "minilm"
@@ -169,9 +204,11 @@ def one_run(args, data, system: str, seed: int | None) -> dict:
     else:
         model = d
         bm25 = ["--bm25-index", BM25, "--corpus", SQUAD / "passages.tsv"] if "bm25" in flags else []
-        rec["train_wall_s"] = cli(["train", "--train", SQUAD / "biencoder-train.json", *flags, *bm25,
-                                   "--max-steps", args.max_steps, "--batch-size", args.batch_size, "--lr", args.lr,
-                                   "--seed", seed, "--threads", 1, "--out", d], log)
+        if not adopted:
+            (d / "train_start.txt").write_text(repr(time.time()))
+            rec["train_wall_s"] = cli(["train", "--train", SQUAD / "biencoder-train.json", *flags, *bm25,
+                                       "--max-steps", args.max_steps, "--batch-size", args.batch_size, "--lr",
+                                       args.lr, "--seed", seed, "--threads", 1, "--out", d], log)
         events = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines()]
         end = next(e for e in events if e.get("event") == "end")
         start = next(e for e in events if e.get("event") == "start")
@@ -194,7 +231,7 @@ def one_run(args, data, system: str, seed: int | None) -> dict:
     shutil.rmtree(idx, ignore_errors=True)
     done.write_text(json.dumps(rec, indent=2))
     print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"].items())
-          + (f" | train {rec['train_wall_s']} s" if "train_wall_s" in rec else ""), flush=True)
+          + (f" | train {rec['train_wall_s']} s" if rec.get("train_wall_s") else ""), flush=True)
     return rec
 
 
@@ -209,7 +246,7 @@ def summarise(runs: dict) -> dict:
         for k in METRICS:
             xs = [r["metrics"][k] for r in recs]
             row[k] = {"mean": statistics.fmean(xs), "std": statistics.stdev(xs) if len(xs) > 1 else 0.0}
-        tw = [r["train_wall_s"] for r in recs if "train_wall_s" in r]
+        tw = [r["train_wall_s"] for r in recs if r.get("train_wall_s") is not None]
         if tw:
             row["train_wall_s"] = statistics.fmean(tw)
         out[system] = row
@@ -237,7 +274,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         f"Date: {record['started']} (last update {record['updated']})  ",
         f"Machine: {mach['cpus']} CPU cores, {mach['mem_gib']} GiB, no GPU, Python {mach['python']}, torch "
         f"{mach['torch']}; other benchmarks ran at the same time, so every command ran with 1 thread "
-        "(`--threads 1`, `OMP_NUM_THREADS=1`).  ",
+        f"(`--threads 1`, `OMP_NUM_THREADS=1`), {a.get('jobs', 1)} run(s) at a time (`--jobs`).  ",
         f"Status: **{record['status']}** — {record['finished_runs']} of {record['planned_runs']} runs finished.",
         "",
         "## Setup",
@@ -304,7 +341,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
             m = r["metrics"]
             loss = f"{r['loss_first5']:.3f} → {r['loss_last5']:.3f}" if "loss_first5" in r else "—"
             L.append(f"| {s} | {seed} | {m['top1']:.4f} | {m['top5']:.4f} | {m['top20']:.4f} | {m['mrr@10']:.4f} | "
-                     f"{r.get('train_wall_s', '—')} | {r.get('train_loop_s', '—')} | {loss} | {r['encode_s']} |")
+                     f"{r.get('train_wall_s') or '—'} | {r.get('train_loop_s') or '—'} | {loss} | {r['encode_s']} |")
     L += ["", "train wall = the whole `dpr-xrisk train` process (model load, BM25 negative mining for all "
           "training questions, the loop, saving); train loop = the optimiser steps alone (`train_log.jsonl`). "
           "Losses of different systems are on different scales and not comparable with each other.", ""]
@@ -336,7 +373,7 @@ def plot(path: Path, record: dict) -> None:
         for b, v in zip(bars, mean):
             ax.text(b.get_x() + b.get_width() / 2, v + 0.004, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
     lo = min(summ[s]["top5"]["mean"] - summ[s]["top5"]["std"] for s in systems)
-    ax.set_ylim(max(0.0, lo - 0.08), 1.0)
+    ax.set_ylim(max(0.0, lo - 0.08), 1.06)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{s}\n(n={summ[s]['n']})" for s in systems], fontsize=8, rotation=20, ha="right")
     ax.set_ylabel("DPR top-k answer accuracy")
@@ -344,7 +381,7 @@ def plot(path: Path, record: dict) -> None:
     ax.set_title(f"SQuAD v1.1 dev test articles: {d['test_questions']} questions, {d['passages']:,} passages\n"
                  f"MiniLM, {a['max_steps']} steps x {a['batch_size']} questions, lr {a['lr']}; "
                  "mean ± std over seeds", fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", ncol=2, fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     tmp = path.with_name(path.stem + ".partial.png")
@@ -362,6 +399,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--test-questions", type=int, default=1000, help="fixed random subset of the test split")
     ap.add_argument("--wiki", type=int, default=0, help="append the first N wikipedia-100k passages to the corpus")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (each single-threaded)")
     ap.add_argument("--encode-batch-size", type=int, default=64)
     ap.add_argument("--corpus", choices=["all", "test-articles"], default="all",
                     help="SQuAD paragraphs of the evaluation corpus: all 2,067, or the 524 of the test articles")
@@ -370,7 +408,18 @@ def main() -> None:
                          "without native bf16, such as this AVX2 machine)")
     ap.add_argument("--dry", action="store_true",
                     help="plumbing check: runs, JSON, report and plot all under eval/work/dry/")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report and plot from the last record of the results JSON, run nothing")
     args = ap.parse_args()
+    if args.report_only:
+        results = WORK / "dry" / "bench_train_squad.json" if args.dry else RESULTS / "bench_train_squad.json"
+        record = json.loads(results.read_text())[-1]
+        report = WORK / "dry" / "report.md" if args.dry else EVAL / "RESULTS-train-quality.md"
+        png = WORK / "dry" / "plot.png" if args.dry else EVAL / "train_squad_quality.png"
+        write_report(report, record, record["command"], png)
+        plot(png, record)
+        print(f"wrote {report}, {png}")
+        return
     command = "python eval/bench_train_squad.py" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
     if args.dry:
         base = WORK / "dry"
@@ -382,15 +431,9 @@ def main() -> None:
     results.parent.mkdir(parents=True, exist_ok=True)
 
     data = prepare_data(args)
-    # zero-shot first, then seed-major; the truncation control after the first seed's trained runs
-    trained = [s for s in args.systems if SYSTEMS[s][1] is not None]
-    plan = [(s, None) for s in args.systems if s == "zero-shot"]
-    for i, seed in enumerate(args.seeds):
-        plan += [(s, seed) for s in trained]
-        if i == 0:
-            plan += [(s, None) for s in args.systems if SYSTEMS[s][1] is None and s != "zero-shot"]
-    if not trained:
-        plan += [(s, None) for s in args.systems if SYSTEMS[s][1] is None and s != "zero-shot"]
+    # the (cheap, deterministic) zero-shot runs first, then seed-major in --systems order
+    plan = [(s, None) for s in args.systems if SYSTEMS[s][1] is None]
+    plan += [(s, seed) for seed in args.seeds for s in args.systems if SYSTEMS[s][1] is not None]
     history = json.loads(results.read_text()) if results.exists() else []
     record = {"machine": machine(), "command": command, "started": machine()["date"], "updated": None,
               "status": "running", "planned_runs": len(plan), "finished_runs": 0,
@@ -409,19 +452,42 @@ def main() -> None:
         plot(png, record)
 
     flush("running")
-    for i, (system, seed) in enumerate(plan):
+
+    def on_term(signum, frame):
+        print("\nSIGTERM: stopping the running commands; the report keeps the finished runs", flush=True)
+        STOP.set()
+        for proc in list(ACTIVE):
+            proc.terminate()
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def task(i: int, system: str, seed) -> dict:
+        if STOP.is_set():
+            raise RuntimeError("stopped (SIGTERM)")
         print(f"\n=== run {i + 1}/{len(plan)}: {system} seed {seed} ===", flush=True)
-        try:
-            rec = one_run(args, data, system, seed)
-        except RuntimeError as e:
-            print(f"[{system} s{seed}] FAILED: {e}", flush=True)
-            record.setdefault("failed", []).append({"system": system, "seed": seed, "error": str(e)[-2000:]})
+        return one_run(args, data, system, seed)
+
+    # --jobs N runs N pipelines at once (each single-threaded), taking the plan in order
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(task, i, system, seed): (system, seed) for i, (system, seed) in enumerate(plan)}
+        for fut in as_completed(futures):
+            system, seed = futures[fut]
+            try:
+                rec = fut.result()
+            except RuntimeError as e:
+                if STOP.is_set():
+                    continue
+                print(f"[{system} s{seed}] FAILED: {e}", flush=True)
+                record.setdefault("failed", []).append({"system": system, "seed": seed, "error": str(e)[-2000:]})
+                flush("running")
+                continue
+            runs = record["runs"].setdefault(system, {})
+            runs[str(seed if seed is not None else 0)] = rec
+            record["runs"][system] = dict(sorted(runs.items()))
+            record["finished_runs"] += 1
             flush("running")
-            continue
-        record["runs"].setdefault(system, {})[str(seed if seed is not None else 0)] = rec
-        record["finished_runs"] += 1
-        flush("running")
-    flush("complete" if record["finished_runs"] == len(plan) else "finished with failures")
+    flush("complete" if record["finished_runs"] == len(plan) else
+          "stopped at the time limit (SIGTERM)" if STOP.is_set() else "finished with failures")
     print(f"\nwrote {results}, {report}, {png}")
     for s, row in record["summary"].items():
         print(f"{s:16s} n={row['n']} " + " ".join(f"{k} {fmt(row, k)}" for k in METRICS))
