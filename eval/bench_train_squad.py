@@ -3,6 +3,11 @@ zero-shot vs InfoNCE (in-batch; + BM25 hard negatives) vs DPM and listwise (BM25
 zeta-scale 0 and 1), every trained system with the same budget, several seeds.
 
     python eval/bench_train_squad.py            # 7 systems (+ a truncation control), seeds 0 1 2
+    python eval/bench_train_squad.py --corpus test-articles --jobs 2   # what fitted the CPU budget
+
+The control ``zero-shot-128`` is untrained MiniLM saved with the trained models' inference lengths
+(query 32 / passage 128: training saves its lengths, while MiniLM itself encodes up to 256), to
+separate the effect of training from that of truncating long SQuAD paragraphs.
 
 Data: ``dpr-xrisk convert squad --test-fraction 0.25 --seed 0`` of
 ../shared/data/squad-v1.1-dev/dev-v1.1.json (train split: 7,326 questions of 36 articles; test
@@ -10,7 +15,8 @@ split: 3,244 questions of the 12 other articles, never trained on). BM25 hard ne
 ``dpr-xrisk bm25 index`` over the 2,067 SQuAD paragraphs. Evaluation: a fixed random subset of
 ``--test-questions`` test questions (numpy default_rng(0), 1,000 by default) retrieved from all
 2,067 SQuAD paragraphs (+ the first ``--wiki N`` passages of ../shared/data/wikipedia-100k as
-distractors; default 0, i.e. the issue's 100k Wikipedia distractors are left out for CPU time),
+distractors; default 0, i.e. the issue's 100k Wikipedia distractors are left out for CPU time;
+``--corpus test-articles`` keeps only the 524 paragraphs of the test articles),
 with the real CLI: ``train`` -> ``encode`` (fp32; ``--bf16`` optional) -> ``index`` (Flat, exact) -> ``search`` ->
 ``evaluate`` (DPR top-1/5/20 answer accuracy, MRR@10 against the question's own paragraph).
 
