@@ -132,6 +132,7 @@ class DualEncoder(nn.Module):
         try:
             if saved.exists():
                 meta = json.loads(saved.read_text())
+                base_lengths = {**dataclasses.asdict(EncoderSettings()), **meta["settings"]}
                 settings = EncoderSettings(**{**meta["settings"], **overrides})
                 q_dir = path / meta["towers"]["query"]
                 p_dir = path / meta["towers"]["passage"]
@@ -140,6 +141,7 @@ class DualEncoder(nn.Module):
                 p_model = q_model if settings.shared else AutoModel.from_pretrained(str(p_dir))
             else:
                 base = {**_sentence_transformers_settings(path), "base_model": str(name_or_path)}
+                base_lengths = {**dataclasses.asdict(EncoderSettings()), **base}
                 settings = EncoderSettings(**{**base, **overrides})
                 tokenizer = AutoTokenizer.from_pretrained(str(path))
                 q_model = AutoModel.from_pretrained(str(path))
@@ -149,11 +151,15 @@ class DualEncoder(nn.Module):
                 raise
             raise InputError(f"cannot load model: {str(e).splitlines()[0]}", path) from None
         enc = cls(q_model, p_model, tokenizer, settings)
+        # the lengths the model itself declares, before overrides: training may use shorter
+        # ones, but inference keeps these unless told otherwise
+        enc.declared_lengths = (base_lengths["query_max_length"], base_lengths["passage_max_length"])
         enc.eval()
         return enc
 
-    def save(self, path: str | Path) -> None:
-        """Write one HF folder per tower (safetensors) plus the inference settings."""
+    def save(self, path: str | Path, settings: EncoderSettings | None = None) -> None:
+        """Write one HF folder per tower (safetensors) plus the inference settings
+        (``settings`` replaces the current ones in the saved file, e.g. inference lengths)."""
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -166,7 +172,7 @@ class DualEncoder(nn.Module):
         if not self.settings.shared:
             self.passage_model.save_pretrained(str(path / towers["passage"]), safe_serialization=True)
             self.tokenizer.save_pretrained(str(path / towers["passage"]))
-        meta = {"format_version": 1, "settings": dataclasses.asdict(self.settings), "towers": towers}
+        meta = {"format_version": 1, "settings": dataclasses.asdict(settings or self.settings), "towers": towers}
         (path / SETTINGS_FILE).write_text(json.dumps(meta, indent=2) + "\n")
 
     def fingerprint(self) -> str:

@@ -108,7 +108,9 @@ def test_smoke_training_lowers_loss_and_raises_accuracy(tiny_model_dir, tmp_path
     from dpr_xrisk.encoder import DualEncoder
 
     again = DualEncoder.load(tmp_path / "out")  # the output folder is a model folder
-    assert again.settings.passage_max_length == 128
+    # trained at 32/128 tokens, saved with the starting model's inference lengths (64/256)
+    assert (again.settings.query_max_length, again.settings.passage_max_length) == (64, 256)
+    assert DualEncoder.load(tmp_path / "out" / "best").settings.passage_max_length == 256
 
 
 def _weights(path):

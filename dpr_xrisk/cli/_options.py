@@ -13,7 +13,7 @@ Corpus = Annotated[Path, typer.Option("--corpus", "-c", help="Passages: DPR .tsv
 Queries = Annotated[Path, typer.Option("--queries", "-q", help="Questions: DPR QA .tsv/.csv, .jsonl, DPR biencoder .json, or a BEIR folder.")]
 K = Annotated[int, typer.Option("--k", "-k", min=1, help="Passages retrieved per question.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Texts per forward pass.")]
-Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast on CPU (faster, ~1e-2 relative error).")]
+Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast: faster only on CPUs/GPUs with native bfloat16 (AMX, AVX512-BF16); several times slower on other CPUs (eval/RESULTS.md).")]
 OutRun = Annotated[Optional[Path], typer.Option("--out-run", help="Write a TREC run here.", rich_help_panel="Output")]
 OutJson = Annotated[Optional[Path], typer.Option("--out-json", help="Write a DPR retrieval JSON here (pyserini's evaluate_dpr_retrieval input).", rich_help_panel="Output")]
 Pooling = Annotated[Optional[str], typer.Option(help="Override pooling for a plain HF folder: cls | mean.", rich_help_panel="Encoder overrides")]

@@ -31,7 +31,9 @@ class TrainConfig:
     pooling: str | None = None  # override the model's pooling (cls | mean)
     normalize: bool | None = None  # override L2 normalisation
     query_max_length: int = 32  # training-time lengths: short, as in DPR's NQ questions
-    passage_max_length: int = 128  # 100-word passages fit; saved as the inference setting
+    passage_max_length: int = 128  # training length: 100-word passages fit
+    inference_query_max_length: int | None = None  # saved for encode/search; None = the starting model's own
+    inference_passage_max_length: int | None = None  # (MiniLM: 64 / 256), so long passages are not cut at 128
     # --- loss -------------------------------------------------------------------------------
     loss: str = "dpm"  # dpm | listwise | infonce
     tau: float | None = None  # temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product
@@ -56,7 +58,7 @@ class TrainConfig:
     bm25_depth: int = 100  # BM25 candidates per question before filtering
     max_positives: int = 4  # listwise: positives per question per step (cap)
     in_batch_q: str = "uniform"  # q of in-batch negatives: n_b / corpus_size, or one (certain)
-    corpus_size: int | None = None  # N for in-batch q; None = distinct passages known to training
+    corpus_size: int | None = None  # N for in-batch q; None = passages in `corpus`, else those known to training
     filter_answers: bool = True  # mask in-batch/hard negatives that contain the question's answer
     pool_sampler: str = "uniform"  # uniform (q = h/L) | softmax over retrieval scores (q = 1-(1-p)^h)
     pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9

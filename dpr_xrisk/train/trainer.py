@@ -240,7 +240,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = linear_schedule(optimizer, warmup, steps)
-    corpus_size = cfg.corpus_size or len(store)
+    if cfg.corpus_size:
+        corpus_size = cfg.corpus_size
+    elif cfg.corpus:
+        from dpr_xrisk.io.passages import count_passages
+
+        corpus_size = count_passages(cfg.corpus)  # N of in-batch q = n_b / N: the corpus, not what training saw
+    else:
+        corpus_size = len(store)
 
     state = {"step": 0, "order": None, "best": None, "best_step": None, "pools": None, "refresh_seconds": 0.0}
     if resume and ckpts:
@@ -335,7 +342,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     checkpoint(steps)
     encoder.eval()
     if ddp.main:
-        encoder.save(out)  # the output folder itself is a model folder for encode/search
+        encoder.save(out, inference_settings(encoder, cfg))  # the output folder is a model folder for encode/search
     ddp.barrier()
     wall = time.perf_counter() - t_start
     summary = {"steps": steps, "seconds": round(wall, 3), "best": state["best"], "best_step": state["best_step"],
@@ -382,6 +389,15 @@ def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 
     return loss, loss.detach()
 
 
+def inference_settings(encoder, cfg: TrainConfig):
+    """The settings saved with a trained model: training lengths are for training only."""
+    import dataclasses
+
+    q_len, p_len = getattr(encoder, "declared_lengths", (cfg.query_max_length, cfg.passage_max_length))
+    return dataclasses.replace(encoder.settings, query_max_length=cfg.inference_query_max_length or q_len,
+                               passage_max_length=cfg.inference_passage_max_length or p_len)
+
+
 def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp=None) -> None:
     if ddp is not None and not ddp.main:
         state.update(ddp.broadcast(None))  # rank 0 evaluates; the others learn the best so far
@@ -394,7 +410,7 @@ def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp
     if improved:
         state["best"], state["best_step"] = value, step
         encoder.eval()
-        encoder.save(out / "best")
+        encoder.save(out / "best", inference_settings(encoder, cfg))
         (out / "best" / "dev_metrics.json").write_text(json.dumps({"step": step, **metrics}, indent=2))
     log.write({"event": "eval", "step": step, **metrics, "best": state["best"], "best_step": state["best_step"]})
     if ddp is not None and ddp.active:
