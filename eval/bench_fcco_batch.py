@@ -280,7 +280,7 @@ def verdict(summ: dict) -> list[str]:
         noise = max(a[mk]["std"], b[mk]["std"])
         rel = "higher than" if diff > 0 else "lower than" if diff < 0 else "equal to"
         L.append(f"- {label}: fcco-b8 {fmt(a, mk)} vs minibatch-b32 {fmt(b, mk)} → FCCO at batch 8 is "
-                 f"{abs(diff):.3f} {rel} mini-batch at batch 32"
+                 + (f"{abs(diff):.3f} {rel}" if diff else "equal to") + " mini-batch at batch 32"
                  + (f" (seed std up to {noise:.3f}; n = {a['n']} / {b['n']} seeds)" if noise else
                     f" (n = {a['n']} / {b['n']} seed(s), no spread estimate)"))
     return L
@@ -370,7 +370,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
                 continue
             row = summ[k]
             L.append(f"| {b} | {e} | {steps[b]} | {row['n']} | " + " | ".join(fmt(row, mk) for mk in METRICS)
-                     + f" | {row.get('train_wall_s', 0):.0f} |")
+                     + (f" | {row['train_wall_s']:.0f} |" if "train_wall_s" in row else " | — |"))
     L += ["", "std = sample standard deviation over seeds (shown only when n > 1).", "",
           "**FCCO at batch 8 vs mini-batch at batch 32** (computed from the table):", "", *verdict(summ), "",
           f"![top-20 and MRR@10 vs batch size]({png.name})", "",
