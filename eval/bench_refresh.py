@@ -228,8 +228,11 @@ def one_run(args, data, system: str, seed, steps) -> dict:
         events = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines()]
         end = next(e for e in events if e.get("event") == "end")
         start = next(e for e in events if e.get("event") == "start")
-        steps_ev = [e for e in events if "loss" in e and "event" not in e]
-        refreshes = [e for e in events if e.get("event") == "refresh"]
+        # a resumed run logs the steps and refreshes after its checkpoint twice: keep the last of each
+        steps_ev = sorted({e["step"]: e for e in events if "loss" in e and "event" not in e}.values(),
+                          key=lambda e: e["step"])
+        refreshes = sorted({e["step"]: e for e in events if e.get("event") == "refresh"}.values(),
+                           key=lambda e: e["step"])
         step_s = sum(e["seconds"] for e in steps_ev)
         rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"],
                    refresh_share_reported=end["refresh_share"], step_seconds=round(step_s, 2),
@@ -385,17 +388,28 @@ def write_report(path: Path, record: dict, png: Path) -> None:
         "`a-dpr-bm25-eqwall`, runs the DPR recipe with more steps so that its train wall time matches the "
         "refreshed, importance-weighted DPM (c) of seed 0 (the brief said b; c has the same compute and is "
         "the issue's headline system, so it ran first on this contended machine)."
-        + (f" Measured on seed 0: wall(c) = {eq['wall_ref']} s, wall(a@{a['max_steps']}) = {eq['wall_a']} s "
-           f"of which {eq['fixed_a']} s outside the loop (model load, BM25 mining, saving); the brief's formula "
-           f"round({a['max_steps']}·wall(c)/wall(a)) = {eq['steps_naive']} steps; used "
-           f"round({a['max_steps']}·(wall(c) − fixed)/(wall(a) − fixed)) = **{eq['steps']} steps**, because the "
-           "fixed part does not grow with the steps. Fixed for every seed." if eq else ""),
+        + ((f" Measured on seed {eq['seed']}: train CPU time (user + system of the `train` process, one thread) "
+            f"cpu(c) = {eq['cpu_ref']} s, cpu(a@{a['max_steps']}) = {eq['cpu_a']} s of which ~{eq['fixed_cpu_a']} s "
+            "outside the loop (model load, BM25 mining, saving); steps = "
+            f"round({a['max_steps']}·(cpu(c) − fixed)/(cpu(a) − fixed)), fixed for every seed. CPU time instead of "
+            "wall time because the machine was shared (wall times measure the other jobs as much as ours); on an "
+            f"idle core with one thread the two agree. For reference, the wall times were {eq['wall_ref']} s and "
+            f"{eq['wall_a']} s ({eq['fixed_a']} s outside the loop), giving the brief's formula "
+            f"round({a['max_steps']}·wall(c)/wall(a)) = {eq['steps_naive']} steps and {eq['steps_wall']} steps "
+            "with the fixed part removed."
+            + (f" **But** a or c was killed and resumed from a checkpoint, so its process times cover only the "
+               f"resumed part; the steps were instead set from the training logs: (sum of c's step times + its "
+               f"refresh times) / (sum of a's step times) × {a['max_steps']} = {eq['loop_ref']} s / {eq['loop_a']} s "
+               f"× {a['max_steps']}" if "loop_ref" in eq else "")
+            + f" → **{eq['steps']} steps**.") if eq and "cpu_ref" in eq else ""),
         "- **Corpus without the 100k Wikipedia distractors**: the evaluation corpus is the 2,067 SQuAD paragraphs "
         "only, and the training/refresh corpus the 1,543 training-article paragraphs, for CPU time. Retrieval "
         "here is far easier than in the issue's setup.",
         f"- **Subsets**: {data['train_questions']:,} training questions and {data['test_questions']:,} test "
         f"questions; {a['max_steps']} steps × {a['batch_size']} = {a['max_steps'] * a['batch_size']:,} question "
-        "visits (one epoch of the subset).",
+        f"visits ({a['max_steps'] * a['batch_size'] / data['train_questions']:.2f} epoch of the subset). The brief's "
+        "default is 64 steps; 32 were run because on this shared machine one optimiser step took 30–55 s and one "
+        "refresh (encoding 1,543 passages) 8–10 min of wall time, so 64 steps × 6 systems × 3 seeds could not fit.",
         "- **CPU, 1 thread, contended**: wall times include interference from other jobs on the machine.",
         "",
         "## Systems",
@@ -618,6 +632,10 @@ def main() -> None:
             "steps_naive": round(S * rc["train_wall_s"] / ra["train_wall_s"]),
             "steps_wall": round(S * (rc["train_wall_s"] - ra["fixed_s"]) / (ra["train_wall_s"] - ra["fixed_s"])),
             "steps": max(S, round(S * (rc["train_cpu_s"] - ra["fixed_cpu_s"]) / (ra["train_cpu_s"] - ra["fixed_cpu_s"])))}
+        if ra.get("resumed") or rc.get("resumed"):  # process times cover the resumed part only: use the logs
+            loop_c = rc["step_seconds"] + sum(e["seconds"] for e in rc["refreshes"])
+            record["eqwall"].update(source="train_log (a run was resumed)", loop_ref=round(loop_c, 1),
+                                    loop_a=ra["step_seconds"], steps=max(S, round(S * loop_c / ra["step_seconds"])))
         print(f"eqwall: {record['eqwall']}", flush=True)
 
     def task(i, system, seed):
