@@ -433,10 +433,15 @@ def write_report(path: Path, record: dict, png: Path) -> None:
         rs = fmt(row["refresh_seconds"], n, 0) if "refresh" in row else "—"
         sh = fmt(row["refresh_share_of_process"], n, 2) if "refresh" in row else "—"
         st = ",".join(map(str, row.get("steps", ["—"])))
+        if any(r.get("resumed") for r in runs.get(s, {}).values()):
+            tw, tc, sh = tw + " *", tc + " *", (sh + " *" if sh != "—" else sh)
         L.append(f"| {s} | {n} | {st} | " + " | ".join(fmt(row[k], n) for k in METRICS) + f" | {tw} | {tc} | {rs} | {sh} |")
     L += ["", "std = sample standard deviation over seeds (0 with one seed). train wall = the whole "
           "`dpr-xrisk train` process; train CPU = its user + system CPU seconds. refresh s/run = all refreshes of a run including the step-0 mining; "
-          "refresh share = that / train wall.", "",
+          "refresh share = that / train wall. * = at least one run was killed by an event outside this benchmark "
+          "and resumed from its last checkpoint (`--resume`): its process wall/CPU times cover only the resumed "
+          "part (the refresh seconds cover the whole run), so they understate the cost; the per-step and "
+          "per-refresh times from train_log/refresh_log cover the whole run.", "",
           f"![top-5 / top-20 per system]({png.name})", "",
           "## Refresh cost (per refresh, mean over all refreshes of finished runs)", "",
           "| system | refreshes/run | seconds | encode s | index s | search s | filter s |",
@@ -458,18 +463,21 @@ def write_report(path: Path, record: dict, png: Path) -> None:
                      f"{r.get('removed_answer', 0):.0f} | " + " | ".join(f"{r[k]:.3f}" for k in rk) + " |")
     L += ["", "## Per-run numbers", "",
           "| system | seed | steps | top-1 | top-5 | top-20 | MRR@10 | train wall s | train CPU s | loop s | fixed s | "
-          "refresh s | share (process) | share (trainer) | loss first5 → last5 | eval encode wall / CPU s |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "refresh s | step s (sum) | share (process) | share (trainer) | loss first5 → last5 | eval encode wall / CPU s |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in systems:
         for seed, r in runs.get(s, {}).items():
             m = r["metrics"]
             loss = f"{r['loss_first5']:.3f} → {r['loss_last5']:.3f}" if "loss_first5" in r else "—"
-            L.append(f"| {s} | {seed} | {r['settings'].get('max_steps', '—')} | {m['top1']:.4f} | {m['top5']:.4f} | "
+            L.append(f"| {s} | {seed} | {r['settings'].get('max_steps', '—')}{' (resumed)' if r.get('resumed') else ''} | "
+                     f"{m['top1']:.4f} | {m['top5']:.4f} | "
                      f"{m['top20']:.4f} | {m['mrr@10']:.4f} | {r.get('train_wall_s', '—')} | {r.get('train_cpu_s', '—')} | "
-                     f"{r.get('train_loop_s', '—')} | {r.get('fixed_s', '—')} | {r.get('refresh_seconds', '—')} | "
+                     f"{r.get('train_loop_s', '—')} | {r.get('fixed_s', '—')} | {r.get('refresh_seconds', '—')} | {r.get('step_seconds', '—')} | "
                      f"{r.get('refresh_share_of_process', '—')} | {r.get('refresh_share_reported', '—')} | {loss} | "
                      f"{r['encode_s']} / {r.get('encode_cpu_s', '—')} |")
-    L += ["", "loop s = the trainer's own clock (`end` event `seconds`), which starts after the step-0 mining; "
+    L += ["", "step s (sum) = the sum of the per-step times in train_log (each step once, also across a resume); "
+          "with the refresh seconds this is the whole loop's cost even for a resumed run.", "",
+          "loop s = the trainer's own clock (`end` event `seconds`), which starts after the step-0 mining; "
           "fixed = train wall − loop (model load, initial BM25/index mining, saving). share (trainer) is the "
           "`refresh_share` the trainer reports (refresh_seconds / loop seconds, whose numerator includes the "
           "step-0 mining that the denominator excludes). Losses of different systems are on different scales.", ""]
