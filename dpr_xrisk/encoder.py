@@ -227,13 +227,35 @@ class DualEncoder(nn.Module):
 
     def encode_queries(self, texts: Sequence[str], batch_size: int = 128, bf16: bool = False, on_batch=None):
         """Embed questions (inference, length-sorted batches) -> float32 numpy (n, H)."""
-        enc = self.tokenize_queries(texts, padding=False, return_tensors=None)
+        texts = list(texts)
+        enc = self._tokenize_compact(lambda a, b: self.tokenize_queries(texts[a:b], padding=False,
+                                                                        return_tensors=None), len(texts))
         return self._encode_tokenized(enc, self.query_model, batch_size, bf16, on_batch)
 
     def encode_passages(self, titles, texts, batch_size: int = 128, bf16: bool = False, on_batch=None):
         """Embed passages (inference, length-sorted batches) -> float32 numpy (n, H)."""
-        enc = self.tokenize_passages(titles, texts, padding=False, return_tensors=None)
+        titles, texts = list(titles), list(texts)
+        enc = self._tokenize_compact(lambda a, b: self.tokenize_passages(titles[a:b], texts[a:b], padding=False,
+                                                                         return_tensors=None), len(texts))
         return self._encode_tokenized(enc, self.passage_model, batch_size, bf16, on_batch)
+
+    @staticmethod
+    def _tokenize_compact(tokenize, n: int, step: int = 1024) -> dict:
+        """Tokenise in slices of ``step`` and keep each row as a small int32 array.
+
+        The tokenizer returns Python lists of int objects (~36 bytes a token); holding a whole
+        8,192-passage chunk of them costs hundreds of MB and leaves the allocator fragmented, so
+        memory crept up chunk after chunk. int32 rows cost 4 bytes a token."""
+        import numpy as np
+
+        out: dict[str, list] = {"input_ids": []}
+        for a in range(0, n, step):
+            enc = tokenize(a, min(a + step, n))
+            out["input_ids"] += [np.asarray(r, dtype=np.int32) for r in enc["input_ids"]]
+            if "token_type_ids" in enc:
+                out.setdefault("token_type_ids", []).extend(np.asarray(r, dtype=np.int32)
+                                                            for r in enc["token_type_ids"])
+        return out
 
     def _encode_tokenized(self, enc, model, batch_size, bf16, on_batch=None):
         """Length-sorted batches with dynamic padding: little compute is spent on pad tokens."""
@@ -243,13 +265,24 @@ class DualEncoder(nn.Module):
         n = len(input_ids)
         out = np.empty((n, self.dim), dtype=np.float32)
         order = sorted(range(n), key=lambda i: len(input_ids[i]), reverse=True)
-        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
+        pad_id = self.tokenizer.pad_token_id or 0
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
-                feats = [{k: enc[k][i] for k in keys} for i in idx]
-                batch = self.tokenizer.pad(feats, padding=True, return_tensors="pt")
-                out[idx] = self._pool(model, batch).numpy()
+                width = max(len(input_ids[i]) for i in idx)
+                batch = {"input_ids": np.full((len(idx), width), pad_id, dtype=np.int64),
+                         "attention_mask": np.zeros((len(idx), width), dtype=np.int64)}
+                if "token_type_ids" in enc:
+                    batch["token_type_ids"] = np.zeros((len(idx), width), dtype=np.int64)
+                for row, i in enumerate(idx):  # what tokenizer.pad does, without per-row dicts
+                    length = len(input_ids[i])
+                    cols = slice(width - length, width) if left else slice(0, length)
+                    batch["input_ids"][row, cols] = input_ids[i]
+                    batch["attention_mask"][row, cols] = 1
+                    if "token_type_ids" in enc:
+                        batch["token_type_ids"][row, cols] = enc["token_type_ids"][i]
+                out[idx] = self._pool(model, {k: torch.from_numpy(v) for k, v in batch.items()}).numpy()
                 if on_batch is not None:
                     on_batch(len(idx))
         return out

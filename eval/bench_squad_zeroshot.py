@@ -87,7 +87,8 @@ def main() -> None:
     bm25 = w / f"bm25-wiki{args.wiki}"
     stage("bm25 index", ["bm25", "index", "--corpus", corpus, "--out", bm25], times, skip_if=bm25 / "meta.json")
     stage("bm25 search", ["bm25", "search", "--index", bm25, "--queries", qa, "--k", 100,
-                          "--out-json", runs / "bm25.json"], times)
+                          "--out-json", runs / "bm25.json"], times,
+          skip_if=runs / "bm25.json")
     emb = runs / "emb"
     stage("encode", ["encode", "--model", "minilm", "--corpus", corpus, "--out", emb, "--threads", 2,
                      "--batch-size", args.batch_size, "--bf16" if args.bf16 else "--fp32"], times,

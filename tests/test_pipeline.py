@@ -49,6 +49,31 @@ def test_length_sorted_batched_encoding_equals_one_by_one(tiny_encoder):
     np.testing.assert_allclose(batched, single, atol=1e-5)
 
 
+@pytest.mark.parametrize("title", ["pair", "join", "none"])
+def test_compact_padding_equals_the_tokenizers_padding(tiny_model_dir, title):
+    """encode_* pads int32 token rows itself; it must feed the model what tokenizer(padding=True) does."""
+    import torch
+
+    enc = DualEncoder.load(tiny_model_dir, pooling="mean", title=title, passage_max_length=48)
+    ps = list(read_passages(CORPUS))[:13]
+    ours = enc.encode_passages([p.title for p in ps], [p.text for p in ps], batch_size=13)
+    with torch.inference_mode():
+        ref = enc.embed_passages(enc.tokenize_passages([p.title for p in ps], [p.text for p in ps])).numpy()
+    np.testing.assert_allclose(ours, ref, atol=1e-6)
+    qs = ["who wrote it", "a much longer question about the history of a place"] * 3
+    with torch.inference_mode():
+        ref_q = enc.embed_queries(enc.tokenize_queries(qs)).numpy()
+    np.testing.assert_allclose(enc.encode_queries(qs, batch_size=4), ref_q, atol=1e-6)
+
+
+def test_duplicate_id_in_a_later_chunk_is_found(tiny_encoder, tmp_path):
+    rows = [f"p{i}\tpassage number {i}\tT" for i in range(30)] + ["p3\tagain\tT"]
+    (tmp_path / "c.tsv").write_text("id\ttext\ttitle\n" + "\n".join(rows) + "\n")
+    with pytest.raises(InputError, match=r"c.tsv:32: duplicate passage id 'p3'"):
+        encode_corpus(tiny_encoder, tmp_path / "c.tsv", tmp_path / "e", chunk_size=8, progress=False)
+    assert not list((tmp_path / "e").glob("meta-*"))
+
+
 @pytest.mark.parametrize("bad,msg", [({"pooling": "max"}, "unknown pooling 'max'; valid: cls, mean"),
                                      ({"title": "x"}, "unknown title mode"), ({"colour": 1}, "unknown encoder setting")])
 def test_bad_encoder_settings(tiny_model_dir, bad, msg):

@@ -141,3 +141,72 @@ def test_refresh_every_epochs_is_converted_to_steps(tiny_model_dir, tmp_path):
     train(cfg, tmp_path / "o", progress=False)
     log = [json.loads(l) for l in (tmp_path / "o" / "refresh_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [5, 10]
+
+
+def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_model_dir, tmp_path):
+    """--refresh-fraction 0.25: the first refresh encodes all 335 passages, each later one the
+    ceil(0.25 * 335) = 84 oldest (a cursor walking round the corpus); the re-encoded rows equal
+    a full encode with the current tower, the others keep their earlier vectors; staleness is
+    logged; a killed and resumed run ends with the same weights and the same cache."""
+    from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
+
+    cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), pooling="mean", normalize=True,
+                      passage_max_length=64, batch_size=8, max_steps=6, lr=1e-3, warmup_ratio=0.0,
+                      negatives="model", refresh_every=2, refresh_k=20, hard_negatives=2, refresh_fraction=0.25,
+                      save_every=2)
+    full = tmp_path / "full"
+    summary = train(cfg, full, progress=False)
+    log = [json.loads(l) for l in (full / "refresh_log.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["reencoded"], r["cursor"]) for r in log] == [(0, 335, 0), (2, 84, 84), (4, 84, 168)]
+    assert log[1]["stale_share"] == round(251 / 335, 4) and log[1]["max_staleness_steps"] == 2
+    assert log[2]["mean_staleness_steps"] == round((84 * 2 + 167 * 4) / 335, 3)
+    assert 0 < summary["refresh_share"] < 1
+    # the step-4 version: rows 84..167 re-encoded at step 4, 0..83 at step 2, the rest from step 0
+    age = np.load(full / "refresh_cache" / "step-4" / "age.npy")
+    assert (age[:84] == 2).all() and (age[84:168] == 4).all() and (age[168:] == 0).all()
+    # versions kept: the current one and those the checkpoints refer to (a checkpoint at step 2n
+    # is written before the refresh at step 2n, so it refers to version 2n - 2)
+    refs = {json.loads(p.read_text())["refresh_cache_step"] for p in (full / "checkpoints").glob("step-*/state.json")}
+    assert sorted(p.name for p in (full / "refresh_cache").iterdir()) == [f"step-{s}" for s in sorted(refs | {4})]
+
+    # killed after step 5 (the checkpoint at step 4 uses version 2), resumed: same weights, same cache
+    def die(step):
+        if step == 5:
+            raise KeyboardInterrupt
+
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, cut, progress=False, on_step=die)
+    train(cfg, cut, resume=True, progress=False)
+    a, b = (DualEncoder.load(d).state_dict() for d in (full, cut))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    va, vb = (shard_arrays(load_shards(d / "refresh_cache" / "step-4" / "emb")[0])[0] for d in (full, cut))
+    np.testing.assert_array_equal(va, vb)
+
+
+def test_partial_reencode_rows_equal_a_fresh_encode(setup, tmp_path):
+    from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
+    from dpr_xrisk.train.refresh import partial_reencode
+
+    enc, _, _ = setup
+    cache = tmp_path / "cache"
+    partial_reencode(enc, CORPUS, cache, 0, None, 0, 0.5)
+    old = np.array(shard_arrays(load_shards(cache / "step-0" / "emb")[0])[0])
+    with torch.no_grad():
+        for p in enc.passage_model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    emb, cursor, st = partial_reencode(enc, CORPUS, cache, 3, 0, 300, 0.5)  # rows 300..334, 0..132
+    assert cursor == (300 + 168) % 335 and st["reencoded"] == 168
+    new = shard_arrays(load_shards(emb)[0])[0]
+    encode_corpus(enc, CORPUS, tmp_path / "fresh", progress=False)
+    fresh = shard_arrays(load_shards(tmp_path / "fresh")[0])[0]
+    rows = np.r_[300:335, 0:133]
+    np.testing.assert_allclose(new[rows], fresh[rows], atol=1e-6)
+    kept = np.setdiff1d(np.arange(335), rows)
+    np.testing.assert_array_equal(new[kept], old[kept])
+    assert st["stale_share"] == round(len(kept) / 335, 4) and st["max_staleness_steps"] == 3
+
+
+def test_refresh_fraction_out_of_range_is_an_error():
+    with pytest.raises(InputError, match=r"refresh_fraction must be in \(0, 1\], got 0"):
+        TrainConfig(train=(TRAIN,), corpus=CORPUS, refresh_every=2, refresh_fraction=0)

@@ -69,6 +69,8 @@ class TrainConfig:
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
     refresh_margin: float | None = None  # drop candidates scoring above (1 - m) * s(positive)
+    refresh_fraction: float | None = None  # re-encode only this share of the corpus per refresh, oldest
+    #   first (the rest keeps embeddings from earlier refreshes; staleness is logged); None = all
     # --- optimisation ---------------------------------------------------------------------
     lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
     weight_decay: float = 0.0
@@ -123,6 +125,8 @@ class TrainConfig:
         if (self.refresh_every is not None or self.refresh_every_epochs is not None or self.negatives == "model") \
                 and not self.corpus:
             raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
+        if self.refresh_fraction is not None and not 0 < self.refresh_fraction <= 1:
+            raise InputError(f"refresh_fraction must be in (0, 1], got {self.refresh_fraction}")
         if self.pool_sampler not in ("uniform", "softmax"):
             raise unknown_name("pool_sampler", self.pool_sampler, ("uniform", "softmax"))
         if self.negatives == "negatives-file" and not self.negatives_file:
@@ -195,7 +199,7 @@ class TrainConfig:
 STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
               "max_positives", "in_batch_q", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
-              "refresh_factory", "refresh_skip_ranks", "refresh_margin", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
+              "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")
 

@@ -53,10 +53,79 @@ def validate_refresh(encoder, corpus, k: int, factory: str) -> int:
     return n
 
 
+def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: int | None, cursor: int,
+                     fraction: float, batch_size: int = 128, bf16: bool = False) -> tuple[Path, int, dict]:
+    """``--refresh-fraction``: re-encode only ``ceil(fraction * N)`` passages, the oldest first.
+
+    The corpus embeddings live in versioned folders ``cache_root/step-S/emb`` (an ordinary
+    embeddings folder, so the index is built from it as from ``dpr-xrisk encode``) next to
+    ``age.npy``, the step at which each row was last encoded. A refresh at step S copies the
+    version in use (``prev_step``), re-encodes the rows ``[cursor, cursor + m)`` (wrapping around:
+    oldest first, as the rows were encoded in that order) with the current passage tower and
+    writes version S. The first refresh (no ``prev_step``) encodes everything. Returns the new
+    version's embeddings folder, the new cursor and the staleness statistics."""
+    import itertools
+    import json
+    import shutil
+
+    from dpr_xrisk.encode import CHUNK, encode_corpus, load_shards, release_free_memory, shard_name
+    from dpr_xrisk.io.passages import read_passages
+
+    new = cache_root / f"step-{step}"
+    shutil.rmtree(new, ignore_errors=True)  # a version left by a run killed after this step
+    prev = cache_root / f"step-{prev_step}" if prev_step is not None else None
+    if prev is None or not (prev / "age.npy").exists():
+        emb = new / "emb"
+        encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=False)
+        n = load_shards(emb)[0]["count"]
+        np.save(new / "age.npy", np.full(n, step, dtype=np.int64))
+        return emb, 0, {"reencoded": n, "stale_share": 0.0, "mean_staleness_steps": 0.0, "max_staleness_steps": 0}
+    shutil.copytree(prev / "emb", new / "emb")
+    meta_path = new / "emb" / shard_name("meta", 0, 1, "json")
+    meta = json.loads(meta_path.read_text())
+    n = meta["count"]
+    m = min(n, math.ceil(fraction * n))
+    rows = (cursor + np.arange(m)) % n  # the m oldest rows
+    age = np.load(prev / "age.npy")
+    vecs = np.lib.format.open_memmap(new / "emb" / shard_name("embeddings", 0, 1, "npy"), mode="r+")
+    wanted = np.zeros(n, dtype=bool)
+    wanted[rows] = True
+    picked = (r_p for r_p in enumerate(read_passages(corpus, check_duplicates=False)) if wanted[r_p[0]])
+    was_training = encoder.training
+    encoder.eval()
+    while chunk := list(itertools.islice(picked, CHUNK)):
+        idx = [r for r, _ in chunk]
+        vecs[idx] = encoder.encode_passages([p.title for _, p in chunk], [p.text for _, p in chunk],
+                                            batch_size=batch_size, bf16=bf16).astype(vecs.dtype)
+        release_free_memory()
+    encoder.train(was_training)
+    vecs.flush()
+    del vecs
+    age[rows] = step
+    np.save(new / "age.npy", age)
+    meta["fingerprint"] = encoder.fingerprint()  # mixed versions; the index records the newest tower
+    meta_path.write_text(json.dumps(meta))
+    stale = step - age
+    return new / "emb", int((cursor + m) % n), {
+        "reencoded": int(m), "stale_share": round(float((stale > 0).mean()), 4),
+        "mean_staleness_steps": round(float(stale.mean()), 3), "max_staleness_steps": int(stale.max())}
+
+
+def prune_cache(cache_root: Path, keep: set[int]) -> None:
+    """Delete cached embedding versions no checkpoint (and not the current one) refers to."""
+    import shutil
+
+    for d in cache_root.glob("step-*"):
+        if int(d.name.split("-", 1)[1]) not in keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
                   margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
-                  bf16: bool = False, work_dir: str | Path | None = None) -> RefreshResult:
-    """Mine new pools for every question of every training set with the current encoder."""
+                  bf16: bool = False, work_dir: str | Path | None = None,
+                  embeddings: Path | None = None) -> RefreshResult:
+    """Mine new pools for every question of every training set with the current encoder
+    (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`)."""
     from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
     from dpr_xrisk.index import build_index, load_index
     from dpr_xrisk.search import load_passage_texts
@@ -67,11 +136,13 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
     stats: dict = {"removed": dict.fromkeys(RULES, 0)}
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         t0 = time.perf_counter()
-        encode_corpus(encoder, corpus, Path(tmp) / "emb", batch_size=batch_size, bf16=bf16, progress=False)
+        emb = embeddings if embeddings is not None else Path(tmp) / "emb"
+        if embeddings is None:
+            encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=False)
         t1 = time.perf_counter()
-        build_index(Path(tmp) / "emb", Path(tmp) / "index", factory=factory)
+        build_index(emb, Path(tmp) / "index", factory=factory)
         index, ids, meta = load_index(Path(tmp) / "index")
-        vecs, _ = shard_arrays(load_shards(Path(tmp) / "emb")[0])  # (n, H) memory-mapped, corpus order = ids
+        vecs, _ = shard_arrays(load_shards(emb)[0])  # (n, H) memory-mapped, corpus order = ids
         row_of = {pid: r for r, pid in enumerate(ids)}
         t2 = time.perf_counter()
         all_q = [q for s in sets for q in s.questions]

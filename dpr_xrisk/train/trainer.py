@@ -118,27 +118,52 @@ def prepare(cfg: TrainConfig):
     return encoder, store, sets
 
 
-def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None) -> float:
+def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None, state=None) -> float:
     """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds.
-    Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others."""
-    from dpr_xrisk.train.refresh import refresh_pools
+    Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others.
+    With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
+    embedding version in use and the cursor are kept in ``state`` (hence in checkpoints)."""
+    from dpr_xrisk.train.refresh import partial_reencode, refresh_pools
 
+    state = state if state is not None else {}
     result = None
     if ddp is None or ddp.main:
+        emb, extra = None, {}
+        if cfg.refresh_fraction is not None:
+            t0 = time.perf_counter()
+            cache = out / "refresh_cache"
+            emb, cursor, extra = partial_reencode(encoder, cfg.corpus, cache, step, state.get("refresh_cache_step"),
+                                                  state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=cfg.bf16)
+            extra.update(encode_s=round(time.perf_counter() - t0, 3), cache_step=step, cursor=cursor)
         result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
-                               filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out)
+                               filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb)
+        if extra:
+            result.stats["seconds"] = round(result.stats["seconds"] + extra["encode_s"], 3)
+            result.stats.update(extra)
+            prune_refresh_cache(out, step)
     if ddp is not None and ddp.active:
         result = ddp.broadcast(result)
         for key, (title, text) in result.texts.items():
             store.add_text(key, title, text)
     for s, pools in zip(sets, result.pools):
         s.pools, s.pool_source = pools, f"refresh@{step}"
+    if "cache_step" in result.stats:
+        state.update(refresh_cache_step=result.stats["cache_step"], refresh_cursor=result.stats["cursor"])
     record = {"event": "refresh", "step": step, **result.stats}
     if ddp is None or ddp.main:
         JsonlLog(out / "refresh_log.jsonl").write(record)
     log.write(record)
     return result.stats["seconds"]
+
+
+def prune_refresh_cache(out: Path, current: int | None) -> None:
+    """Keep the embedding versions in use now or referred to by a checkpoint on disk."""
+    from dpr_xrisk.train.refresh import prune_cache
+
+    keep = {current} | {json.loads(p.read_text()).get("refresh_cache_step")
+                        for p in (out / "checkpoints").glob("step-*/state.json")}
+    prune_cache(out / "refresh_cache", keep)
 
 
 def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, probe, passages) -> dict:
@@ -265,8 +290,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
                "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "corpus_size": corpus_size})
 
+    t_start = time.perf_counter()  # training wall time, the initial mining included
     if cfg.negatives == "model" and state["step"] == 0:
-        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp)
+        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state)
     refreshing = refresh_every is not None or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
@@ -279,10 +305,13 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
     def checkpoint(step: int) -> None:
         pools = [[[[k, sc] for k, sc in p] for p in s.pools] for s in sets] if refreshing else None
-        st = dict(state, step=step, order=order.state(), pools=pools)
+        wall = state.get("wall_seconds", 0.0) + time.perf_counter() - t_start  # across resumes
+        st = dict(state, step=step, order=order.state(), pools=pools, wall_seconds=wall)
         if ddp.main:
             save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
             prune_checkpoints(out, cfg.keep_checkpoints)
+            if cfg.refresh_fraction is not None:
+                prune_refresh_cache(out, state.get("refresh_cache_step"))
         ddp.barrier()
 
     if dev_questions is not None and state["step"] == 0:
@@ -290,12 +319,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     encoder.train()
     micro = cfg.batch_size // cfg.grad_accum
     bar = tqdm(total=steps, initial=state["step"], desc="train", unit="step", disable=not progress)
-    t_start = time.perf_counter()
     try:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
             if refresh_every is not None and step > 0 and step % refresh_every == 0:
-                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp)
+                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state)
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
             torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout of step t, independent of history
@@ -344,7 +372,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     if ddp.main:
         encoder.save(out, inference_settings(encoder, cfg))  # the output folder is a model folder for encode/search
     ddp.barrier()
-    wall = time.perf_counter() - t_start
+    wall = state.get("wall_seconds", 0.0) + time.perf_counter() - t_start  # all sessions of a resumed run
     summary = {"steps": steps, "seconds": round(wall, 3), "best": state["best"], "best_step": state["best_step"],
                "tau": tau, "refresh_seconds": round(state["refresh_seconds"], 3),
                "refresh_share": round(state["refresh_seconds"] / wall, 4) if wall > 0 else 0.0}
