@@ -95,3 +95,35 @@ def test_resume_on_another_world_size(no_dropout_model, tmp_path):
     a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("full", "cut"))
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_killed_rank_fails_loudly_and_resume_recovers(no_dropout_model, tmp_path):
+    """Rank 1 of 2 is SIGKILLed after step 3 (its step-2 checkpoint is on disk): torchrun must
+    stop the whole job with a non-zero exit naming the dead rank, not hang, and ``--resume``
+    must then finish from the step-2 checkpoint to the uninterrupted run's weights."""
+    from dpr_xrisk.encoder import DualEncoder
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    helper = os.path.join(os.path.dirname(__file__), "_kill_rank.py")
+
+    def run_helper(out, kill_at):
+        return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                               str(free_port()), helper, str(no_dropout_model), str(out), str(kill_at), TRAIN],
+                              capture_output=True, text=True, env=env, timeout=600)
+
+    full = run_helper(tmp_path / "full", -1)  # the uninterrupted 2-process run
+    assert full.returncode == 0, full.stderr[-3000:]
+    killed = run_helper(tmp_path / "cut", 3)
+    assert killed.returncode != 0
+    assert "Signal 9 (SIGKILL)" in killed.stderr and "local_rank: 1" in killed.stderr, killed.stderr[-3000:]
+    ckpts = sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir())
+    assert ckpts == ["step-2"]  # nothing half-written: only the complete checkpoint
+    assert not (tmp_path / "cut" / "model.safetensors").exists() and not (tmp_path / "cut" / "query").exists()
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                          str(free_port()), *train_cmd(no_dropout_model, tmp_path / "cut", ["--save-every", "2", "--resume"])],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("full", "cut"))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-6, rtol=0)
