@@ -135,6 +135,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     if state and (state["fingerprint"] != fingerprint or state["count"] != count):
         raise InputError("an unfinished run with another model or corpus is in this folder; use a new --out", out)
     done = state["chunks_done"] if state else 0
+    before = state.get("seconds", 0.0) if state else 0.0  # encoding time of earlier (killed) sessions
     if state:
         vectors = np.lib.format.open_memmap(partial, mode="r+")
         with open(ids_partial, "r+b") as f:
@@ -168,7 +169,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
             with open(ids_partial, "a", encoding="utf-8") as f:
                 f.write("".join(p.id + "\n" for p in chunk))
             state = {"fingerprint": fingerprint, "count": count, "chunks_done": chunk_idx + 1,
-                     "ids_bytes": ids_partial.stat().st_size}
+                     "ids_bytes": ids_partial.stat().st_size, "seconds": before + time.perf_counter() - t0}
             with atomic_write(progress_path) as f:
                 json.dump(state, f)
             del chunk, vecs
@@ -184,7 +185,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         "similarity": encoder.settings.similarity, "count": count, "shard_id": shard_id,
         "num_shards": num_shards, "range": [start, end], "corpus": str(corpus),
         "corpus_fingerprint": corpus_fingerprint(corpus), "corpus_size": total,
-        "seconds": round(time.perf_counter() - t0, 3), "bf16": bf16,
+        "seconds": round(before + time.perf_counter() - t0, 3), "bf16": bf16,  # all sessions of a resumed run
     }
     write_json(meta_path, meta)
     progress_path.unlink(missing_ok=True)
