@@ -163,6 +163,16 @@ def test_approximate_indexes_build_and_search(emb_dir, tmp_path):
         set_search_params(load_index(tmp_path / "HNSW16")[0], nprobe=3)
 
 
+@pytest.mark.parametrize("factory", ["IVF4,PQ8", "PQ8", "OPQ8,IVF4,PQ8"])
+def test_pq_indexes_skip_polysemous_training(factory):
+    import faiss
+
+    from dpr_xrisk.index import make_index
+
+    index = make_index(32, factory)
+    assert faiss.downcast_index(faiss.extract_index_ivf(index) if "IVF" in factory else index).do_polysemous_training is False
+
+
 def test_bad_factory_lists_valid_examples():
     with pytest.raises(InputError, match="FAISS rejects factory string 'Bogus42'.*valid examples: Flat, HNSW32"):
         make_index(32, "Bogus42")
