@@ -361,3 +361,57 @@ def test_bad_inputs_raise_clear_errors():
         FCCOLoss(DPMLoss(), 4, 2, gamma_schedule="cosine")
     with pytest.raises(TypeError, match="DPMLoss or a ListwiseLoss"):
         FCCOLoss(InfoNCELoss(), 4, 2)
+
+
+def test_probe_exact_loss_matches_a_naive_loop(tiny_model_dir):
+    """The probe's brute-force loss, with the negatives training may sample (positives by id and
+    text, and answer-bearing passages, excluded), against a plain float64 Python loop; and its
+    τ·v and gap from the estimator rows that were seen."""
+    import numpy as np
+
+    from conftest import SAMPLE
+    from dpr_xrisk.answers import has_answer
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.data import PassageStore, load_training_set, text_key
+    from dpr_xrisk.train.trainer import build_loss, probe_estimator
+
+    train_file, corpus = str(SAMPLE / "biencoder-train.json"), str(SAMPLE / "passages.tsv")
+    enc = DualEncoder.load(tiny_model_dir, pooling="mean", normalize=True, passage_max_length=64)
+    store = PassageStore()
+    s = load_training_set(train_file, store)
+    tau = 0.05
+    passages = load_passage_texts(corpus)
+    keys = list(passages)
+    p = enc.encode_passages([passages[k][0] for k in keys], [passages[k][1] for k in keys])
+    q = enc.encode_queries([x.text for x in s.questions[:6]])
+    excluded_answers = 0
+    for filter_answers in (True, False):
+        cfg = TrainConfig(train=(train_file,), corpus=corpus, estimator="fcco", loss="dpm", tau=tau,
+                          filter_answers=filter_answers)
+        loss_fn = build_loss(cfg, tau, [s], 10, 10)
+        loss_fn.seen[[0, 2, 4], 0] = True
+        loss_fn.v[[0, 2, 4], 0] = torch.tensor([1.0, 2.0, 3.0])
+        out = probe_estimator(enc, loss_fn, cfg, [s], store, [0], [(0, r) for r in range(6)], passages)
+        exact = []
+        for r in range(6):
+            question = s.questions[r]
+            s_k = float(np.float64(q[r]) @ np.float64(p[keys.index(question.positives[0])]))
+            pos_tk = {text_key(*passages[x]) for x in question.positives}
+            terms = [0.0]
+            for j, x in enumerate(keys):
+                if x in question.positives or text_key(*passages[x]) in pos_tk:
+                    continue
+                if filter_answers and has_answer(passages[x][1], question.answers):
+                    excluded_answers += 1
+                    continue
+                terms.append((float(np.float64(q[r]) @ np.float64(p[j])) - s_k) / tau)
+            m = max(terms)
+            exact.append(tau * (m + math.log(sum(math.exp(t - m) for t in terms))))
+        assert out["probe_exact_loss"] == pytest.approx(sum(exact) / 6, rel=1e-5)
+        assert out["probe_seen"] == 3
+        assert out["probe_tau_v"] == pytest.approx(tau * 2.0)
+        assert out["probe_gap"] == pytest.approx(sum(tau * v - exact[i] for i, v in ((0, 1), (2, 2), (4, 3))) / 3,
+                                                 rel=1e-5)
+    assert excluded_answers > 0  # the answer filter really removed candidates

@@ -169,8 +169,13 @@ def prune_refresh_cache(out: Path, current: int | None) -> None:
 def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, probe, passages) -> dict:
     """SPEC §4 diagnostic on a fixed probe set of training questions: the estimator's τ·v of
     (question, first positive) against the exact DPM loss over the whole corpus, by brute force:
-    τ·log Σ_{j ∈ {k} ∪ corpus minus positives} exp((s_ij − s_ik)/τ) (no sampling, q ≡ 1)."""
+    τ·log Σ_{j ∈ {k} ∪ negatives} exp((s_ij − s_ik)/τ) (no sampling, q ≡ 1), where the negatives
+    are what training may sample: the corpus minus the question's positives (by id and by
+    normalised text) and, with ``filter_answers``, minus the passages containing an answer."""
     import torch as T
+
+    from dpr_xrisk.answers import has_answer
+    from dpr_xrisk.train.data import text_key
 
     was_training = encoder.training
     encoder.eval()
@@ -187,8 +192,10 @@ def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, pr
         k = q.positives[0]
         if k not in col:
             continue
-        neg = T.ones(len(keys), dtype=T.bool)
-        neg[[col[x] for x in q.positives if x in col]] = False
+        pos_tk = {text_key(*passages[x]) for x in q.positives if x in passages}
+        neg = T.tensor([not (x in q.positives or text_key(*passages[x]) in pos_tk
+                             or (cfg.filter_answers and q.answers and has_answer(passages[x][1], q.answers)))
+                        for x in keys], dtype=T.bool)
         d = (scores[n] - scores[n, col[k]]) / tau  # (Nc,)
         exact.append(float(tau * T.logsumexp(T.cat([d[neg], T.zeros(1, dtype=d.dtype)]), 0)))
         g = offsets[t] + r
