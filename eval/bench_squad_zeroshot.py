@@ -147,9 +147,11 @@ def main() -> None:
     common = ["search", "--index", idx, "--queries", qa, "--k", 100] + (["--bf16"] if args.bf16 else [])
     stage("dense search", common + ["--out-json", runs / "dense.json"], times, skip_if=runs / "dense.json")
     # hybrids: search --bm25-index fuses the top-1000 of each (its --depth), not the top-100 runs
-    stage("hybrid rrf", common + ["--bm25-index", bm25, "--fusion", "rrf", "--out-json", runs / "hybrid-rrf.json"], times)
+    stage("hybrid rrf", common + ["--bm25-index", bm25, "--fusion", "rrf", "--out-json", runs / "hybrid-rrf.json"], times,
+          skip_if=runs / "hybrid-rrf.json")
     stage("hybrid interpolation", common + ["--bm25-index", bm25, "--fusion", "interpolation", "--alpha", args.alpha,
-                                            "--out-json", runs / "hybrid-interp.json"], times)
+                                            "--out-json", runs / "hybrid-interp.json"], times,
+          skip_if=runs / "hybrid-interp.json")
     names = ["bm25", "dense", "hybrid-rrf", "hybrid-interp"]
     stage("evaluate", ["evaluate", *itertools.chain.from_iterable(("--run", runs / f"{n}.json") for n in names),
                        "--qrels", qrels, "--out", runs / "eval.json"], times)
@@ -169,7 +171,7 @@ def main() -> None:
         table[name] = r["metrics"]
         print(f"{name:14s} " + " ".join(f"{r['metrics'][c]:10.4f}" for c in cols))
     print("stage seconds: " + ", ".join(f"{k} {v}" for k, v in times.items()))
-    save("bench_squad_zeroshot", {"args": vars(args), "questions": n_q, "passages": n_psg,
+    save("bench_squad_zeroshot", {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "questions": n_q, "passages": n_psg,
                                   "encode_seconds": meta["seconds"], "encoded_passages": n_enc,
                                   "encode_psg_per_s": n_enc / meta["seconds"],
                                   "stage_seconds": times, "metrics": table})
