@@ -74,6 +74,7 @@ class TrainConfig:
     # --- optimisation ---------------------------------------------------------------------
     lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
     weight_decay: float = 0.0
+    adam_eps: float = 1e-8  # AdamW's epsilon (torch's default)
     warmup_steps: int = 0
     warmup_ratio: float = 0.1  # used when warmup_steps = 0
     max_steps: int = 0  # 0 = derive from epochs
@@ -200,7 +201,7 @@ STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
               "max_positives", "in_batch_q", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
               "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
-              "gamma_decay_steps", "lr", "weight_decay", "warmup_steps", "warmup_ratio", "max_steps",
+              "gamma_decay_steps", "lr", "weight_decay", "adam_eps", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")
 
 

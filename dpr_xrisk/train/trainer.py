@@ -270,7 +270,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     refresh_every = min(every) if every else None
     offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
     scheduler = linear_schedule(optimizer, warmup, steps)
     if cfg.corpus_size:
         corpus_size = cfg.corpus_size
