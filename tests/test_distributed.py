@@ -49,8 +49,8 @@ def train_cmd(model, out, extra=()):
 def test_two_processes_match_one(no_dropout_model, tmp_path, estimator):
     # AdamW turns the sign of a near-zero gradient (pure rounding noise, |g| << eps) into a
     # ±lr update, so with torch's eps = 1e-8 two exact-to-rounding runs can differ by ~lr in
-    # a few elements (seen: 1.3e-5 at lr 2e-5, depending on which batches the data order
-    # draws). eps = 1e-6 damps updates of such gradients to ~lr/1000 and leaves the real
+    # a few elements (seen: 1.3e-5 at lr 2e-5 in a fresh clone, 0 in another checkout with the
+    # same package versions). eps = 1e-6 damps updates of such gradients to ~lr/1000 and leaves the real
     # gradients (|g| >> 1e-6) untouched, so 1e-5 then tests the gradient, not the noise.
     (tmp_path / "eps.toml").write_text("adam_eps = 1e-6\n")
     extra = ["--estimator", estimator, "--gamma", "0.5", "--config", str(tmp_path / "eps.toml")]
