@@ -16,6 +16,7 @@ passage (:class:`IdCheck`): the peak RSS does not grow with the corpus.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -61,6 +62,7 @@ class IdCheck:
         return False
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
     import ctypes
     import ctypes.util

@@ -53,10 +53,6 @@ def _sub_indexes(index):
             inner = getattr(ix, attr, None)
             if isinstance(inner, faiss.Index):
                 todo.append(inner)
-    try:
-        seen.append(faiss.downcast_index(faiss.extract_index_ivf(index)))
-    except RuntimeError:
-        pass
     return seen
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 from _common import RESULTS, WORK, median, save  # noqa: E402
-from bench_search import mixture, write_embeddings_folder  # noqa: E402
+from bench_search import build_and_measure, mixture, write_embeddings_folder  # noqa: E402
 
 REAL_DIRS = [WORK / "squad-zs" / "wiki100000" / "emb", WORK / "squad-zs" / "wiki20000" / "emb"]  # the first that exists
 QUESTIONS = WORK / "squad-zs" / "squad" / "test.qa.tsv"
@@ -80,7 +80,7 @@ def main() -> None:
 
     torch.set_num_threads(2)
     faiss.omp_set_num_threads(2)
-    from dpr_xrisk.index import build_index, load_index, set_search_params
+    from dpr_xrisk.index import set_search_params
 
     done_path = RESULTS / "bench_scale.json"
     done = {(r["n"], r["vectors"], r["factory"]) for r in json.loads(done_path.read_text())} if done_path.exists() else set()
@@ -99,12 +99,7 @@ def main() -> None:
         _, exact = flat.search(q, 10)  # the reference for recall@10
         del flat, x
         for factory, params in todo:
-            out = WORK / "bench_scale" / factory.replace(",", "_")
-            t0 = time.perf_counter()
-            build_index(emb, out, factory=factory, overwrite=True)
-            wall = time.perf_counter() - t0
-            index, _, meta = load_index(out)
-            size = len(faiss.serialize_index(index))
+            index, meta, wall, size = build_and_measure(emb, WORK / "bench_scale" / factory.replace(",", "_"), factory)
             set_search_params(index, **params)
             times = []
             for _ in range(args.reps):

@@ -68,6 +68,20 @@ def write_embeddings_folder(x: np.ndarray, out: Path) -> Path:
     return out
 
 
+def build_and_measure(emb: Path, out: Path, factory: str):
+    """Build ``factory`` from ``emb`` through dpr_xrisk's build_index; return the loaded index,
+    its meta, the build wall time and its size in bytes (what the loaded index occupies)."""
+    import faiss
+
+    from dpr_xrisk.index import build_index, load_index
+
+    t0 = time.perf_counter()
+    build_index(emb, out, factory=factory, overwrite=True)
+    wall = time.perf_counter() - t0
+    index, _, meta = load_index(out)
+    return index, meta, wall, len(faiss.serialize_index(index))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=200_000)
@@ -81,7 +95,7 @@ def main() -> None:
 
     import faiss
 
-    from dpr_xrisk.index import build_index, load_index, set_search_params
+    from dpr_xrisk.index import set_search_params
 
     t0 = time.perf_counter()
     x, q = mixture(args.n, args.queries, args.dim, args.components, args.seed)
@@ -92,12 +106,7 @@ def main() -> None:
 
     built, rows = {}, []
     for factory in dict.fromkeys(f for f, _ in CONFIGS):
-        out = WORK / "bench_search" / factory.replace(",", "_")
-        t0 = time.perf_counter()
-        build_index(emb, out, factory=factory, overwrite=True)
-        wall = time.perf_counter() - t0
-        index, _, meta = load_index(out)
-        size = len(faiss.serialize_index(index))
+        index, meta, wall, size = build_and_measure(emb, WORK / "bench_search" / factory.replace(",", "_"), factory)
         built[factory] = index
         rows.append({"factory": factory, "build_wall_s": wall, "train_s": meta["train_seconds"],
                      "build_s": meta["build_seconds"], "bytes": size, "bytes_per_million": size / args.n * 1e6})

@@ -134,7 +134,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             cache = out / "refresh_cache"
             emb, cursor, extra = partial_reencode(encoder, cfg.corpus, cache, step, state.get("refresh_cache_step"),
                                                   state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=cfg.bf16)
-            extra.update(encode_s=round(time.perf_counter() - t0, 3), cache_step=step, cursor=cursor)
+            extra.update(encode_s=round(time.perf_counter() - t0, 3), cursor=cursor)
         result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
                                filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb)
@@ -148,8 +148,8 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             store.add_text(key, title, text)
     for s, pools in zip(sets, result.pools):
         s.pools, s.pool_source = pools, f"refresh@{step}"
-    if "cache_step" in result.stats:
-        state.update(refresh_cache_step=result.stats["cache_step"], refresh_cursor=result.stats["cursor"])
+    if "cursor" in result.stats:  # a partial refresh: version `step` of the cache is now in use
+        state.update(refresh_cache_step=step, refresh_cursor=result.stats["cursor"])
     record = {"event": "refresh", "step": step, **result.stats}
     if ddp is None or ddp.main:
         JsonlLog(out / "refresh_log.jsonl").write(record)
@@ -186,6 +186,7 @@ def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, pr
     qv = encoder.encode_queries([q.text for _, _, q in qs], bf16=cfg.bf16)
     encoder.train(was_training)
     scores = T.from_numpy(qv @ p.T).double()  # (P, Nc)
+    tkeys = [text_key(*passages[x]) for x in keys]
     tau = loss_fn.tau
     exact, est = [], []
     for n, (t, r, q) in enumerate(qs):
@@ -193,9 +194,9 @@ def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, pr
         if k not in col:
             continue
         pos_tk = {text_key(*passages[x]) for x in q.positives if x in passages}
-        neg = T.tensor([not (x in q.positives or text_key(*passages[x]) in pos_tk
+        neg = T.tensor([not (x in q.positives or tk in pos_tk
                              or (cfg.filter_answers and q.answers and has_answer(passages[x][1], q.answers)))
-                        for x in keys], dtype=T.bool)
+                        for x, tk in zip(keys, tkeys)], dtype=T.bool)
         d = (scores[n] - scores[n, col[k]]) / tau  # (Nc,)
         exact.append(float(tau * T.logsumexp(T.cat([d[neg], T.zeros(1, dtype=d.dtype)]), 0)))
         g = offsets[t] + r
