@@ -44,3 +44,18 @@ def save(name: str, record: dict) -> Path:
 
 def median(xs):
     return statistics.median(xs)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless it already holds exactly that (a file a running
+    benchmark reads is never rewritten, and its mtime stays)."""
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def passage_subset(lines: list[str], keep_ids: set[str], out: Path) -> int:
+    """Write the header line and the rows of a passages TSV (``lines``, header first, each with its
+    newline) whose id is in ``keep_ids`` to ``out``, in corpus order; return the number of rows."""
+    keep = [lines[0]] + [x for x in lines[1:] if x.split("\t", 1)[0] in keep_ids]
+    write_if_changed(out, "".join(keep))
+    return len(keep) - 1

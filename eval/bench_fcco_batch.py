@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import EVAL, RESULTS, SHARED, WORK, machine  # noqa: E402
+from _common import EVAL, RESULTS, SHARED, WORK, machine, passage_subset  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
 SQUAD_JSON = SHARED / "squad-v1.1-dev" / "dev-v1.1.json"
@@ -139,10 +139,8 @@ def prepare_data(args) -> dict:
         test_ids = {x.split()[2] for x in (SQUAD / "test.qrels.tsv").read_text().splitlines()}
         with open(SQUAD / "passages.tsv", encoding="utf-8") as f:
             rows = f.readlines()
-        text = "".join([rows[0]] + [x for x in rows[1:] if x.split("\t", 1)[0] in test_ids])
         corpus = FW / "passages-test-articles.tsv"
-        if not corpus.exists() or corpus.read_text(encoding="utf-8") != text:
-            corpus.write_text(text, encoding="utf-8")
+        passage_subset(rows, test_ids, corpus)
     n_psg = sum(1 for _ in open(corpus, encoding="utf-8")) - 1
     return {"train": str(train), "train_passages": str(train_psg), "train_questions": n_train,
             "train_split_questions": len(full), "train_subset_articles": n_articles,

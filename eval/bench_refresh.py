@@ -50,7 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import EVAL, RESULTS, SHARED, WORK, machine  # noqa: E402
+from _common import EVAL, RESULTS, SHARED, WORK, machine, passage_subset, write_if_changed  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
 SQUAD_JSON = SHARED / "squad-v1.1-dev" / "dev-v1.1.json"
@@ -130,10 +130,8 @@ def prepare_data(args) -> dict:
     pos_ids = {p["passage_id"] for q in train_all for p in q["positive_ctxs"]}
     corpus = BASE / "train-corpus.tsv"
     lines = (SQUAD / "passages.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
-    keep = [lines[0]] + [x for x in lines[1:] if x.split("\t", 1)[0] in pos_ids]
-    assert len(keep) - 1 == len(pos_ids), "a training positive is missing from passages.tsv"
-    if not corpus.exists() or corpus.read_text(encoding="utf-8") != "".join(keep):
-        corpus.write_text("".join(keep), encoding="utf-8")
+    n_corpus = passage_subset(lines, pos_ids, corpus)
+    assert n_corpus == len(pos_ids), "a training positive is missing from passages.tsv"
     test_ids = {x.split()[2] for x in (SQUAD / "test.qrels.tsv").read_text().splitlines()}
     assert not test_ids & pos_ids, "a test paragraph is in the training corpus"
     bm25 = BASE / "train-corpus-bm25"
@@ -144,8 +142,7 @@ def prepare_data(args) -> dict:
     pick = sorted(np.random.default_rng(0).choice(len(train_all), size=n_tr, replace=False).tolist())
     train = BASE / f"biencoder-train{n_tr}.json"
     text = json.dumps([train_all[i] for i in pick], indent=1)
-    if not train.exists() or train.read_text(encoding="utf-8") != text:
-        train.write_text(text, encoding="utf-8")
+    write_if_changed(train, text)
     # test subset (qid = 0-based line number, so renumbered 0..n-1)
     qlines = (SQUAD / "test.qa.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     qrels: dict[str, list[str]] = {}
@@ -160,16 +157,12 @@ def prepare_data(args) -> dict:
     for new, old in enumerate(tpick):
         for line in qrels[str(old)]:
             out.append(" ".join([str(new), *line.split()[1:]]) + "\n")
-    for path, text in ((qa, "".join(qlines[i] for i in tpick)), (qr, "".join(out))):
-        if not path.exists() or path.read_text(encoding="utf-8") != text:  # never touch a file in use
-            path.write_text(text, encoding="utf-8")
+    write_if_changed(qa, "".join(qlines[i] for i in tpick))  # never touch a file in use
+    write_if_changed(qr, "".join(out))
     eval_corpus, n_eval = SQUAD / "passages.tsv", len(lines) - 1
     if args.eval_corpus == "test-articles":  # the test articles' paragraphs only (corpus order kept)
         eval_corpus = BASE / "test-articles.tsv"
-        keep = [lines[0]] + [x for x in lines[1:] if x.split("\t", 1)[0] in test_ids]
-        n_eval = len(keep) - 1
-        if not eval_corpus.exists() or eval_corpus.read_text(encoding="utf-8") != "".join(keep):
-            eval_corpus.write_text("".join(keep), encoding="utf-8")
+        n_eval = passage_subset(lines, test_ids, eval_corpus)
     return {"train": str(train), "train_questions": n_tr, "train_split_questions": len(train_all),
             "train_corpus": str(corpus), "train_corpus_passages": len(pos_ids), "bm25": str(bm25),
             "qa": str(qa), "qrels": str(qr), "test_questions": n, "test_split_questions": len(qlines),

@@ -71,9 +71,10 @@ def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Pa
     if not seeds:
         raise SystemExit(f"no common seed with finished runs for {base} and {other}")
     out = {"base": base, "other": other, "seeds": seeds}
-    for name in metrics(rb[seeds[0]]):
+    mb, mo = {s: metrics(rb[s]) for s in seeds}, {s: metrics(ro[s]) for s in seeds}
+    for name in mb[seeds[0]]:
         # per question: mean over seeds of (other - base)
-        d = np.mean([metrics(ro[s])[name] - metrics(rb[s])[name] for s in seeds], axis=0)
+        d = np.mean([mo[s][name] - mb[s][name] for s in seeds], axis=0)
         n = len(d)
         means = d[rng.integers(0, n, size=(boot, n))].mean(axis=1)
         lo, hi = np.percentile(means, [2.5, 97.5])
