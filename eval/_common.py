@@ -59,3 +59,66 @@ def passage_subset(lines: list[str], keep_ids: set[str], out: Path) -> int:
     keep = [lines[0]] + [x for x in lines[1:] if x.split("\t", 1)[0] in keep_ids]
     write_if_changed(out, "".join(keep))
     return len(keep) - 1
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a
+    benchmark killed mid-write) never sees half a file."""
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(path: Path, text: str) -> None:
+    """Rewrite a generated report, keeping the hand-written part of the old one: everything from
+    its ``## Observations`` heading on."""
+    keep = ""
+    if path.exists():
+        old = path.read_text(encoding="utf-8")
+        if "## Observations" in old:
+            keep = old[old.index("## Observations"):]
+    replace_text(path, text + ("\n" + keep if keep else ""))
+
+
+def save_figure(fig, path: Path) -> None:
+    """Save a matplotlib figure as PNG (atomically, like ``replace_text``) and close it."""
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(path.stem + ".partial.png")
+    fig.savefig(tmp, dpi=130)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def bar_chart(path: Path, summary: dict, systems: list[str], metrics: list[tuple[str, str]],
+              labels: list[str], title: str) -> None:
+    """Grouped bars, one group per system, one bar per ``(metric key, colour)``, each bar the
+    mean over seeds with a ±std whisker and its value printed on top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    x = np.arange(len(systems))
+    w = 0.8 / len(metrics)
+    small = 7 if len(metrics) < 3 else 6
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(systems) + 1.5), 4.8))
+    for i, (k, colour) in enumerate(metrics):
+        mean = [summary[s][k]["mean"] for s in systems]
+        std = [summary[s][k]["std"] for s in systems]
+        bars = ax.bar(x + (i - (len(metrics) - 1) / 2) * w, mean, w, yerr=std, capsize=3,
+                      label=k.replace("top", "top-"), color=colour)
+        for b, v in zip(bars, mean):
+            ax.text(b.get_x() + b.get_width() / 2, v + 0.004, f"{v:.3f}", ha="center", va="bottom", fontsize=small)
+    first = metrics[0][0]
+    lo = min(summary[s][first]["mean"] - summary[s][first]["std"] for s in systems)
+    ax.set_ylim(max(0.0, lo - 0.06), 1.02)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7, rotation=20, ha="right")
+    ax.set_ylabel("DPR top-k answer accuracy")
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, path)

@@ -46,6 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common as common  # noqa: E402
 from _common import EVAL, RESULTS, SHARED, WORK, machine, passage_subset  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
@@ -296,11 +297,6 @@ def verdict(summ: dict) -> list[str]:
 def write_report(path: Path, record: dict, command: str, png: Path) -> None:
     a, data, summ, runs = record["args"], record["data"], record["summary"], record["runs"]
     mach = record["machine"]
-    keep = ""
-    if path.exists():  # hand-written observations survive a rewrite
-        old = path.read_text(encoding="utf-8")
-        if "## Observations" in old:
-            keep = old[old.index("## Observations"):]
     steps = {b: run_steps(argparse.Namespace(**a), data, b) for b in a["batches"]}
     L = [
         "# FCCO vs mini-batch estimator across batch sizes (SQuAD v1.1 dev, split by article)",
@@ -341,9 +337,9 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         "`gamma_warmup_steps = 0` (in a TOML `--config`; the first visit of a question already sets v = log ĝ, i.e. "
         f"plain mini-batch, so {a['epochs']} epochs give every question {a['epochs'] - 1} moving-average updates). "
         f"FCCO runs log the estimator probe every ⌊steps/4⌋ steps (`probe_size` {a['probe_size']}): mean τ·v of "
-        "64 fixed training questions vs their exact DPM loss over all N training passages, "
+        f"{a['probe_size']} fixed training questions vs their exact DPM loss over all N training passages, "
         "τ·log(1 + Σ_{j ≠ positive} exp((s_ij − s_ik)/τ)).",
-        (f"- **Evaluation**: `encode --bf16 --threads 1 --batch-size 64` (bfloat16 autocast for the corpus encoding; "
+        ("- **Evaluation**: `encode --bf16 --threads 1 --batch-size 64` (bfloat16 autocast for the corpus encoding; "
          "queries fp32 in `search`) of all " if a.get("bf16") else
          "- **Evaluation**: `encode --fp32 --threads 1 --batch-size 64` (fp32, not the `--bf16` the issue suggested for "
          "speed: this CPU (AMD EPYC, AVX2, no AVX512-BF16/AMX) runs bf16 autocast ~10x *slower* than fp32 — "
@@ -424,12 +420,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
                      f"{tau * e['v_mean']:.4f} |")
     if record.get("failed"):
         L += ["", "## Failed runs", ""] + [f"- {f['name']}: `{f['error'][-300:]}`" for f in record["failed"]]
-    text = "\n".join(L) + "\n"
-    if keep:
-        text += "\n" + keep
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    common.write_report(path, "\n".join(L) + "\n")  # the hand-written Observations survive
 
 
 def plot(path: Path, record: dict) -> None:
@@ -474,10 +465,7 @@ def plot(path: Path, record: dict) -> None:
                  f"test: {d['test_questions']} questions, {d['passages']:,} passages; mean ± std over seeds",
                  fontsize=9)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".partial.png")
-    fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    os.replace(tmp, path)
+    common.save_figure(fig, path)
 
 
 def main() -> None:
@@ -523,9 +511,7 @@ def main() -> None:
                 if (model / "train_log.jsonl").exists():
                     r.update(train_diagnostics(model, r["settings"]["estimator"]))
         record["summary"] = summarise({k: v for k, v in record["runs"].items() if k != "zero-shot"})
-        tmp = results.with_suffix(".partial")
-        tmp.write_text(json.dumps(history, indent=2) + "\n")
-        os.replace(tmp, results)
+        common.replace_text(results, json.dumps(history, indent=2) + "\n")
         write_report(report, record, record["command"], png)
         plot(png, record)
         print(f"rewrote {report} and {png}")
@@ -549,9 +535,7 @@ def main() -> None:
         record["summary"] = summarise({k: v for k, v in record["runs"].items() if k != "zero-shot"})
         record["seeds_complete"] = [s for s in args.seeds
                                     if all(str(s) in record["runs"].get(key(b, e), {}) for b, e in order)]
-        tmp = results.with_suffix(".partial")
-        tmp.write_text(json.dumps(history, indent=2) + "\n")
-        os.replace(tmp, results)
+        common.replace_text(results, json.dumps(history, indent=2) + "\n")
         write_report(report, record, command, png)
         plot(png, record)
 

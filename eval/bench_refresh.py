@@ -50,6 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common as common  # noqa: E402
 from _common import EVAL, RESULTS, SHARED, WORK, machine, passage_subset, write_if_changed  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
@@ -339,11 +340,6 @@ def fmt(m, n, d=3):
 def write_report(path: Path, record: dict, png: Path) -> None:
     a, data, summ, runs = record["args"], record["data"], record["summary"], record["runs"]
     mach = record["machine"]
-    keep = ""
-    if path.exists():  # hand-written sections survive a rewrite
-        old = path.read_text(encoding="utf-8")
-        if "## Observations" in old:
-            keep = old[old.index("## Observations"):]
     eq = record.get("eqwall")
     systems = ["zero-shot", *[s for s in ORDER if s in a["systems"]]]
     L = [
@@ -498,53 +494,22 @@ def write_report(path: Path, record: dict, png: Path) -> None:
           "step-0 mining that the denominator excludes). Losses of different systems are on different scales.", ""]
     if record.get("failed"):
         L += ["## Failed runs", ""] + [f"- {f['system']} seed {f['seed']}: `{f['error'][-300:]}`" for f in record["failed"]] + [""]
-    text = "\n".join(L) + "\n"
-    if keep:
-        text += "\n" + keep
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    common.write_report(path, "\n".join(L) + "\n")  # the hand-written Observations survive
 
 
 def plot(path: Path, record: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summ = record["summary"]
+    summ, a, d = record["summary"], record["args"], record["data"]
     systems = [s for s in ["zero-shot", *ORDER] if s in summ]
     if not systems:
         return
-    x = np.arange(len(systems))
-    w = 0.38
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(systems) + 1.5), 4.8))
-    for off, k, c in ((-w / 2, "top5", "#4C72B0"), (w / 2, "top20", "#DD8452")):
-        mean = [summ[s][k]["mean"] for s in systems]
-        std = [summ[s][k]["std"] for s in systems]
-        bars = ax.bar(x + off, mean, w, yerr=std, capsize=3, label=k.replace("top", "top-"), color=c)
-        for b, v in zip(bars, mean):
-            ax.text(b.get_x() + b.get_width() / 2, v + 0.004, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
-    lo = min(summ[s]["top5"]["mean"] - summ[s]["top5"]["std"] for s in systems)
-    ax.set_ylim(max(0.0, lo - 0.06), 1.0)
-    ax.set_xticks(x)
     labels = []
     for s in systems:
         st = summ[s].get("steps")
         labels.append(f"{s}\n(n={summ[s]['n']}" + (f", {st[0]} steps)" if st else ")"))
-    ax.set_xticklabels(labels, fontsize=7, rotation=20, ha="right")
-    ax.set_ylabel("DPR top-k answer accuracy")
-    a, d = record["args"], record["data"]
-    ax.set_title(f"SQuAD v1.1 dev, test articles: {d['test_questions']} questions, {d['eval_passages']:,} passages\n"
-                 f"MiniLM, {d['train_questions']} train questions, batch {a['batch_size']}, lr {a['lr']}; "
-                 "mean ± std over seeds", fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".partial.png")
-    fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    os.replace(tmp, path)
+    common.bar_chart(path, summ, systems, [("top5", "#4C72B0"), ("top20", "#DD8452")], labels,
+                     f"SQuAD v1.1 dev, test articles: {d['test_questions']} questions, {d['eval_passages']:,} passages\n"
+                     f"MiniLM, {d['train_questions']} train questions, batch {a['batch_size']}, lr {a['lr']}; "
+                     "mean ± std over seeds")
 
 
 def main() -> None:
@@ -633,9 +598,7 @@ def main() -> None:
         record["status"], record["updated"] = status, machine()["date"]
         record["summary"] = summarise(record["runs"])
         record["trajectory"] = refresh_trajectory(record["runs"])
-        tmp = results.with_suffix(".partial")
-        tmp.write_text(json.dumps(history, indent=2) + "\n")
-        os.replace(tmp, results)
+        common.replace_text(results, json.dumps(history, indent=2) + "\n")
         write_report(report, record, png)
         plot(png, record)
 

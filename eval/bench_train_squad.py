@@ -29,17 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_refresh as br  # noqa: E402
+import _common as common  # noqa: E402
 from _common import EVAL, RESULTS, machine  # noqa: E402
 
 BM25_FLAGS = ["--negatives", "bm25"]
@@ -61,16 +59,11 @@ METRICS = br.METRICS
 
 
 def fmt(row, k, digits=3):
-    return f"{row[k]['mean']:.{digits}f} ± {row[k]['std']:.{digits}f}"
+    return br.fmt(row[k], row["n"], digits)
 
 
 def write_report(path: Path, record: dict, png: Path) -> None:
     a, data, summ, runs, mach = record["args"], record["data"], record["summary"], record["runs"], record["machine"]
-    keep = ""
-    if path.exists():  # the hand-written observations survive a rewrite
-        old = path.read_text(encoding="utf-8")
-        if "## Observations" in old:
-            keep = old[old.index("## Observations"):]
     systems = ["zero-shot", *[s for s in ORDER if s in a["systems"]]]
     L = [
         "# Training quality on SQuAD v1.1 dev (split by article): InfoNCE vs DPM vs listwise",
@@ -146,47 +139,18 @@ def write_report(path: Path, record: dict, png: Path) -> None:
     if record.get("failed"):
         L += ["## Failed runs", ""] + [f"- {f['system']} seed {f['seed']}: `{f['error'][-300:]}`"
                                        for f in record["failed"]] + [""]
-    text = "\n".join(L) + "\n" + ("\n" + keep if keep else "")
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    common.write_report(path, "\n".join(L) + "\n")  # the hand-written Observations survive
 
 
 def plot(path: Path, record: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summ = record["summary"]
+    summ, a, d = record["summary"], record["args"], record["data"]
     systems = [s for s in ["zero-shot", *ORDER] if s in summ]
-    if not systems:
-        return
-    x = np.arange(len(systems))
-    w = 0.27
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(systems) + 1.5), 4.8))
-    for off, k, c in ((-w, "top1", "#55A868"), (0, "top5", "#4C72B0"), (w, "top20", "#DD8452")):
-        mean = [summ[s][k]["mean"] for s in systems]
-        std = [summ[s][k]["std"] for s in systems]
-        bars = ax.bar(x + off, mean, w, yerr=std, capsize=3, label=k.replace("top", "top-"), color=c)
-        for b, v in zip(bars, mean):
-            ax.text(b.get_x() + b.get_width() / 2, v + 0.004, f"{v:.3f}", ha="center", va="bottom", fontsize=6)
-    lo = min(summ[s]["top1"]["mean"] - summ[s]["top1"]["std"] for s in systems)
-    ax.set_ylim(max(0.0, lo - 0.06), 1.02)
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{LABEL.get(s, s)}\n(n={summ[s]['n']})" for s in systems], fontsize=7, rotation=20, ha="right")
-    ax.set_ylabel("DPR top-k answer accuracy")
-    a, d = record["args"], record["data"]
-    ax.set_title(f"SQuAD v1.1 dev, held-out articles: {d['test_questions']} questions, {d['eval_passages']:,} passages\n"
-                 f"MiniLM, {a['max_steps']} steps x {a['batch_size']} questions, lr {a['lr']}; mean ± std over seeds",
-                 fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".partial.png")
-    fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    os.replace(tmp, path)
+    if systems:
+        common.bar_chart(path, summ, systems, [("top1", "#55A868"), ("top5", "#4C72B0"), ("top20", "#DD8452")],
+                         [f"{LABEL.get(s, s)}\n(n={summ[s]['n']})" for s in systems],
+                         f"SQuAD v1.1 dev, held-out articles: {d['test_questions']} questions, "
+                         f"{d['eval_passages']:,} passages\nMiniLM, {a['max_steps']} steps x {a['batch_size']} "
+                         f"questions, lr {a['lr']}; mean ± std over seeds")
 
 
 def main() -> None:
@@ -201,6 +165,8 @@ def main() -> None:
     ap.add_argument("--eval-corpus", choices=["all", "test-articles"], default="test-articles")
     ap.add_argument("--jobs", type=int, default=1, help="runs at a time (each a 1-thread process)")
     ap.add_argument("--save-every", type=int, default=8, help="checkpoint interval (a killed run resumes)")
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: rewrite the report and plot from the last results record")
     args = ap.parse_args()
     # the settings bench_refresh's one_run keys a run on (refresh options are unused by these systems)
     args.refresh_every, args.refresh_k, args.bf16_encode = 16, 50, False
@@ -209,6 +175,12 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     results, report, png = RESULTS / "bench_train_squad.json", EVAL / "RESULTS-train-quality.md", EVAL / "train_squad_quality.png"
 
+    if args.render:
+        record = json.loads(results.read_text())[-1]
+        write_report(report, record, png)
+        plot(png, record)
+        print(f"rewrote {report} and {png}")
+        return
     data = br.prepare_data(args)
     plan = [("zero-shot", None)] + [(s, seed) for seed in args.seeds for s in ORDER if s in args.systems]
     history = json.loads(results.read_text()) if results.exists() else []
@@ -222,9 +194,7 @@ def main() -> None:
     def flush(status: str) -> None:
         record["status"], record["updated"] = status, machine()["date"]
         record["summary"] = br.summarise(record["runs"])
-        tmp = results.with_suffix(".partial")
-        tmp.write_text(json.dumps(history, indent=2) + "\n")
-        os.replace(tmp, results)
+        common.replace_text(results, json.dumps(history, indent=2) + "\n")
         write_report(report, record, png)
         plot(png, record)
 
