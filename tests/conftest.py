@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny random BERT with a WordPiece vocab trained on the fly (offline, fast),
+"""Shared fixtures: a tiny random BERT with a WordPiece vocab built on the fly (offline, fast),
 the bundled demo sample, and the real data in ../shared/data (skipped with a message if absent)."""
 
 from __future__ import annotations
@@ -32,21 +32,39 @@ def shared_path(*parts: str) -> Path:
     return p
 
 
+def wordpiece_vocab(texts: list[str], size: int) -> dict[str, int]:
+    """A WordPiece vocab built from ``texts``, the same one in every process: the special tokens,
+    every character seen (alone and as a ``##`` continuation) and then the most frequent words
+    (ties by the word itself) up to ``size`` entries. tokenizers' WordPieceTrainer breaks count
+    ties in Rust hash-map order, so it trains a different vocab in every process (seen: three
+    sessions, three vocabs) and with it a different tiny model: a test could pass or fail with
+    the session."""
+    from collections import Counter
+
+    from tokenizers import normalizers, pre_tokenizers
+
+    norm, pre = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    counts = Counter(w for t in texts for w, _ in pre.pre_tokenize_str(norm.normalize_str(t)))
+    chars = sorted({c for w in counts for c in w})
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
+    seen = set(tokens)
+    tokens += [w for w, _ in sorted(counts.items(), key=lambda wc: (-wc[1], wc[0])) if w not in seen]
+    return {t: i for i, t in enumerate(tokens[:size])}
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """A 2-layer, 32-wide random BertModel and a WordPiece vocab trained on the sample texts."""
+    """A 2-layer, 32-wide random BertModel and a WordPiece vocab built from the sample texts."""
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     out = tmp_path_factory.mktemp("tiny-bert")
     corpus = [line for f in sorted(SAMPLE.glob("*.tsv")) for line in f.read_text().splitlines()]
     corpus += ["the quick brown fox jumps over the lazy dog"] * 10
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok = Tokenizer(models.WordPiece(wordpiece_vocab(corpus, 2000), unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=2000, special_tokens=special))
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[(t, tok.token_to_id(t)) for t in ("[CLS]", "[SEP]")])
