@@ -379,7 +379,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
                      + (f" | {row['train_wall_s']:.0f} |" if "train_wall_s" in row else " | — |"))
     L += ["", "std = sample standard deviation over seeds (shown only when n > 1).", "",
           "**FCCO at batch 8 vs mini-batch at batch 32** (computed from the table):", "", *verdict(summ), "",
-          f"![top-20 and MRR@10 vs batch size]({png.name})", "",
+          f"![top-5, top-20 and MRR@10 vs batch size]({png.name})", "",
           "## Per-run numbers", "",
           "| run | top-1 | top-5 | top-20 | MRR@10 | train wall s | train loop s | of which steps s | s/step | loss first5 → last5 | encode s |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -433,9 +433,10 @@ def plot(path: Path, record: dict) -> None:
     z = record["runs"].get("zero-shot", {}).get("0")
     if not summ and not z:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.3))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.3))
     style = {"minibatch": ("#4C72B0", "o", -0.03), "fcco": ("#DD8452", "s", 0.03)}
-    for ax, mk, label in ((axes[0], "top20", "DPR top-20 accuracy"), (axes[1], "mrr@10", "MRR@10 (own paragraph)")):
+    for ax, mk, label in ((axes[0], "top5", "DPR top-5 accuracy"), (axes[1], "top20", "DPR top-20 accuracy"),
+                          (axes[2], "mrr@10", "MRR@10 (own paragraph)")):
         for e in ESTIMATORS:
             bs = [b for b in a["batches"] if key(b, e) in summ]
             if not bs:
@@ -488,6 +489,10 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true",
                     help="encode the eval corpus with bfloat16 autocast (default fp32: ~10x faster on this AVX2-only "
                          "CPU, see eval/results/bench_encode.json)")
+    ap.add_argument("--tag", default="",
+                    help="a variant grid kept apart from the main one: runs under eval/work/fcco/runs-TAG/, "
+                         "results in eval/results/bench_fcco_batch-TAG.json, eval/RESULTS-fcco-TAG.md, "
+                         "eval/fcco_batch-TAG.png")
     ap.add_argument("--dry", action="store_true", help="plumbing check: everything under eval/work/fcco/dry/")
     ap.add_argument("--render", action="store_true",
                     help="run nothing: re-read the train logs of the latest record's runs and rewrite its report and plot")
@@ -497,8 +502,9 @@ def main() -> None:
         base = FW / "dry"
         args.work, results, report, png = base / "runs", base / "bench_fcco_batch.json", base / "report.md", base / "plot.png"
     else:
-        args.work = FW / "runs"
-        results, report, png = RESULTS / "bench_fcco_batch.json", EVAL / "RESULTS-fcco.md", EVAL / "fcco_batch.png"
+        t = f"-{args.tag}" if args.tag else ""
+        args.work = FW / f"runs{t}"
+        results, report, png = RESULTS / f"bench_fcco_batch{t}.json", EVAL / f"RESULTS-fcco{t}.md", EVAL / f"fcco_batch{t}.png"
     args.work.mkdir(parents=True, exist_ok=True)
     results.parent.mkdir(parents=True, exist_ok=True)
 
