@@ -447,10 +447,12 @@ def plot(path: Path, record: dict) -> None:
             std = [summ[key(b, e)][mk]["std"] for b in bs]
             ns = [summ[key(b, e)]["n"] for b in bs]
             ax.errorbar(xs, mean, yerr=std, color=c, marker=mark, capsize=4, lw=1.8,
-                        label=f"{e}" + (f" (γ={a['gamma']})" if e == "fcco" else ""))
-            for x, y, n in zip(xs, mean, ns):
-                ax.annotate(f"{y:.3f}\nn={n}", (x, y), textcoords="offset points", xytext=(0, 9 if e == "fcco" else -24),
-                            ha="center", fontsize=7, color=c)
+                        label=f"{e}" + (f" (γ={a['gamma']})" if e == "fcco" else "")
+                        + (f", n={ns[0]} seeds" if len(set(ns)) == 1 else ""))
+            for x, y, n in zip(xs, mean, ns):  # seed counts per point only when they differ
+                ax.annotate(f"{y:.3f}" + (f"\nn={n}" if len(set(ns)) > 1 else ""), (x, y), textcoords="offset points",
+                            xytext=(8, 0) if e == "fcco" else (-8, 0), ha="left" if e == "fcco" else "right",
+                            va="center", fontsize=7, color=c)
         if z:
             ax.axhline(z["metrics"][mk], color="gray", ls="--", lw=1.2, label=f"zero-shot ({z['metrics'][mk]:.3f})")
         ax.set_xscale("log", base=2)
