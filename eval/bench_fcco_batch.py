@@ -273,6 +273,12 @@ def summarise(runs: dict) -> dict:
     return out
 
 
+def plan_order(batches) -> list[tuple[int, str]]:
+    """The (batch, estimator) runs of one seed, in the order they start: the headline pair first."""
+    return [(b, e) for b, e in ORDER if b in batches] + \
+        [(b, e) for b in batches for e in ESTIMATORS if (b, e) not in ORDER]
+
+
 def fmt(row, k):
     m = row[k]
     return f"{m['mean']:.3f} ± {m['std']:.3f}" if row["n"] > 1 else f"{m['mean']:.3f}"
@@ -354,10 +360,12 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
         "--k 5 --k 20 --qrels-k 10`: DPR top-k answer accuracy (a retrieved passage contains an answer string) and "
         "MRR@10 against the question's own paragraph. The issue's 100k Wikipedia distractors were **left out for "
         "CPU time**, so the corpus is much easier than the issue's.",
-        "- **Zero-shot reference**: the packaged MiniLM, no training, its own inference lengths (query 64 / passage "
-        "256 tokens), evaluated once the same way.",
+        ("- **Zero-shot reference**: not run in this grid (`--no-zero-shot`); the main grid's zero-shot run "
+         "([RESULTS-fcco.md](RESULTS-fcco.md)) uses the same test questions and corpus." if a.get("no_zero_shot") else
+         "- **Zero-shot reference**: the packaged MiniLM, no training, its own inference lengths (query 64 / passage "
+         "256 tokens), evaluated once the same way."),
         f"- **Seeds**: {', '.join(map(str, a['seeds']))} (`--seed`: data order, dropout), seed-major; within a seed "
-        "the order is " + ", ".join(key(b, e) for b, e in ORDER) + ".",
+        "the order is " + ", ".join(key(b, e) for b, e in plan_order(a["batches"])) + ".",
         "",
         "## Results (mean ± std over the finished seeds)",
         "",
@@ -526,8 +534,7 @@ def main() -> None:
         return
 
     data = prepare_data(args)
-    order = [(b, e) for b, e in ORDER if b in args.batches] + \
-            [(b, e) for b in args.batches for e in ESTIMATORS if (b, e) not in ORDER]
+    order = plan_order(args.batches)
     plan = [(b, e, s) for s in args.seeds for b, e in order]
     if not args.no_zero_shot:
         plan.insert(min(2, len(plan)), (None, None, None))  # after the headline pair (mb-b32, fcco-b8)
