@@ -46,6 +46,11 @@ def median(xs):
     return statistics.median(xs)
 
 
+def fmt(m: dict, n: int, digits: int = 3) -> str:
+    """A summary cell: ``mean ± std`` over ``n`` seeds, or the mean alone for a single seed."""
+    return f"{m['mean']:.{digits}f} ± {m['std']:.{digits}f}" if n > 1 else f"{m['mean']:.{digits}f}"
+
+
 def write_if_changed(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` unless it already holds exactly that (a file a running
     benchmark reads is never rewritten, and its mtime stays)."""

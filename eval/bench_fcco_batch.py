@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as common  # noqa: E402
-from _common import EVAL, RESULTS, SHARED, WORK, machine, passage_subset  # noqa: E402
+from _common import EVAL, RESULTS, SHARED, WORK, fmt, machine, passage_subset  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
 SQUAD_JSON = SHARED / "squad-v1.1-dev" / "dev-v1.1.json"
@@ -104,12 +104,8 @@ def prepare_data(args) -> dict:
         for r in sub:
             for c in r["positive_ctxs"]:
                 seen.setdefault(c["passage_id"], (c.get("title", ""), c["text"]))
-        tmp = train_psg.with_suffix(".partial")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("id\ttext\ttitle\n")
-            for k, (title, text) in seen.items():
-                f.write(f"{k}\t{tsv_field(text)}\t{tsv_field(title)}\n")
-        os.replace(tmp, train_psg)
+        common.replace_text(train_psg, "id\ttext\ttitle\n" + "".join(
+            f"{k}\t{tsv_field(text)}\t{tsv_field(title)}\n" for k, (title, text) in seen.items()))
     n_train_psg = sum(1 for _ in open(train_psg, encoding="utf-8")) - 1
     n_articles = len({full[i]["positive_ctxs"][0]["passage_id"].split("-")[1] for i in pick})
     # the test subset: qid = 0-based line number, so the subset is renumbered 0..n-1
@@ -279,11 +275,6 @@ def plan_order(batches) -> list[tuple[int, str]]:
         [(b, e) for b in batches for e in ESTIMATORS if (b, e) not in ORDER]
 
 
-def fmt(row, k):
-    m = row[k]
-    return f"{m['mean']:.3f} ± {m['std']:.3f}" if row["n"] > 1 else f"{m['mean']:.3f}"
-
-
 def verdict(summ: dict) -> list[str]:
     a, b = summ.get(key(8, "fcco")), summ.get(key(32, "minibatch"))
     if not (a and b):
@@ -293,21 +284,21 @@ def verdict(summ: dict) -> list[str]:
         diff = a[mk]["mean"] - b[mk]["mean"]
         noise = max(a[mk]["std"], b[mk]["std"])
         rel = "higher than" if diff > 0 else "lower than" if diff < 0 else "equal to"
-        L.append(f"- {label}: fcco-b8 {fmt(a, mk)} vs minibatch-b32 {fmt(b, mk)} → FCCO at batch 8 is "
+        L.append(f"- {label}: fcco-b8 {fmt(a[mk], a['n'])} vs minibatch-b32 {fmt(b[mk], b['n'])} → FCCO at batch 8 is "
                  + (f"{abs(diff):.3f} {rel}" if diff else "equal to") + " mini-batch at batch 32"
                  + (f" (seed std up to {noise:.3f}; n = {a['n']} / {b['n']} seeds)" if noise else
                     f" (n = {a['n']} / {b['n']} seed(s), no spread estimate)"))
     return L
 
 
-def write_report(path: Path, record: dict, command: str, png: Path) -> None:
+def write_report(path: Path, record: dict, png: Path) -> None:
     a, data, summ, runs = record["args"], record["data"], record["summary"], record["runs"]
     mach = record["machine"]
     steps = {b: run_steps(argparse.Namespace(**a), data, b) for b in a["batches"]}
     L = [
         "# FCCO vs mini-batch estimator across batch sizes (SQuAD v1.1 dev, split by article)",
         "",
-        f"Command: `{command}`  ",
+        f"Command: `{record['command']}`  ",
         f"Date: {record['started']} (last update {record['updated']})  ",
         f"Machine: {mach['cpus']} CPU cores, {mach['mem_gib']} GiB, no GPU, Python {mach['python']}, torch "
         f"{mach['torch']}; no other benchmark ran at the same time; every command ran with 1 thread (`--threads 1`, "
@@ -383,7 +374,7 @@ def write_report(path: Path, record: dict, command: str, png: Path) -> None:
                 L.append(f"| {b} | {e} | {steps[b]} | 0 | | | | | |")
                 continue
             row = summ[k]
-            L.append(f"| {b} | {e} | {steps[b]} | {row['n']} | " + " | ".join(fmt(row, mk) for mk in METRICS)
+            L.append(f"| {b} | {e} | {steps[b]} | {row['n']} | " + " | ".join(fmt(row[mk], row["n"]) for mk in METRICS)
                      + (f" | {row['train_wall_s']:.0f} |" if "train_wall_s" in row else " | — |"))
     L += ["", "std = sample standard deviation over seeds (shown only when n > 1).", "",
           "**FCCO at batch 8 vs mini-batch at batch 32** (computed from the table):", "", *verdict(summ), "",
@@ -528,7 +519,7 @@ def main() -> None:
                     r.update(train_diagnostics(model, r["settings"]["estimator"]))
         record["summary"] = summarise({k: v for k, v in record["runs"].items() if k != "zero-shot"})
         common.replace_text(results, json.dumps(history, indent=2) + "\n")
-        write_report(report, record, record["command"], png)
+        write_report(report, record, png)
         plot(png, record)
         print(f"rewrote {report} and {png}")
         return
@@ -551,7 +542,7 @@ def main() -> None:
         record["seeds_complete"] = [s for s in args.seeds
                                     if all(str(s) in record["runs"].get(key(b, e), {}) for b, e in order)]
         common.replace_text(results, json.dumps(history, indent=2) + "\n")
-        write_report(report, record, command, png)
+        write_report(report, record, png)
         plot(png, record)
 
     flush("running")

@@ -51,7 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as common  # noqa: E402
-from _common import EVAL, RESULTS, SHARED, WORK, machine, passage_subset, write_if_changed  # noqa: E402
+from _common import EVAL, RESULTS, SHARED, WORK, fmt, machine, passage_subset, write_if_changed  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
 SQUAD_JSON = SHARED / "squad-v1.1-dev" / "dev-v1.1.json"
@@ -333,10 +333,6 @@ def refresh_trajectory(runs: dict) -> dict:
     return out
 
 
-def fmt(m, n, d=3):
-    return f"{m['mean']:.{d}f} ± {m['std']:.{d}f}" if n > 1 else f"{m['mean']:.{d}f}"
-
-
 def write_report(path: Path, record: dict, png: Path) -> None:
     a, data, summ, runs = record["args"], record["data"], record["summary"], record["runs"]
     mach = record["machine"]
@@ -587,7 +583,7 @@ def main() -> None:
         record["summary"], record["updated"] = summarise(record["runs"]), machine()["date"]
         record["trajectory"] = refresh_trajectory(record["runs"])
         record["status"] = "stopped" if record["finished_runs"] < record["planned_runs"] else "finished"
-        results.write_text(json.dumps(history, indent=2) + "\n")
+        common.replace_text(results, json.dumps(history, indent=2) + "\n")
         write_report(report, record, png)
         plot(png, record)
         print(f"collected {record['finished_runs']} runs into {results}")

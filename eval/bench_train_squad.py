@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_refresh as br  # noqa: E402
 import _common as common  # noqa: E402
-from _common import EVAL, RESULTS, machine  # noqa: E402
+from _common import EVAL, RESULTS, fmt, machine  # noqa: E402
 
 BM25_FLAGS = ["--negatives", "bm25"]
 NEW_SYSTEMS = {
@@ -56,10 +56,6 @@ br.SYSTEMS.update(NEW_SYSTEMS)
 ORDER = ["a-dpr-bm25", "dpm-bm25-z1", "listwise-bm25-z1", "dpm-bm25-z0", "listwise-bm25-z0", "infonce-inbatch"]
 LABEL = {"a-dpr-bm25": "infonce-bm25 (DPR recipe)"}
 METRICS = br.METRICS
-
-
-def fmt(row, k, digits=3):
-    return br.fmt(row[k], row["n"], digits)
 
 
 def write_report(path: Path, record: dict, png: Path) -> None:
@@ -119,9 +115,9 @@ def write_report(path: Path, record: dict, png: Path) -> None:
             L.append(f"| {LABEL.get(s, s)} | 0 | | | | | | |")
             continue
         row = summ[s]
-        tw = fmt(row, "train_wall_s", 0) if "train_wall_s" in row else "—"
-        tc = fmt(row, "train_cpu_s", 0) if "train_cpu_s" in row else "—"
-        L.append(f"| {LABEL.get(s, s)} | {row['n']} | " + " | ".join(fmt(row, k) for k in METRICS) + f" | {tw} | {tc} |")
+        tw = fmt(row["train_wall_s"], row["n"], 0) if "train_wall_s" in row else "—"
+        tc = fmt(row["train_cpu_s"], row["n"], 0) if "train_cpu_s" in row else "—"
+        L.append(f"| {LABEL.get(s, s)} | {row['n']} | " + " | ".join(fmt(row[k], row["n"]) for k in METRICS) + f" | {tw} | {tc} |")
     L += ["", "std = sample standard deviation over seeds (0 with one seed); zero-shot is deterministic and "
           "runs once. With 1,000 questions the binomial standard error of one run's top-5 is ~1 point.", "",
           f"![top-5 / top-20 per system]({png.name})", "",
