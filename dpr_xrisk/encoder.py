@@ -77,7 +77,12 @@ def _sentence_transformers_settings(path: Path) -> dict:
         kind = m.get("type", "")
         if kind.endswith("Pooling"):
             cfg = json.loads((path / m["path"] / "config.json").read_text())
-            if cfg.get("pooling_mode_cls_token"):
+            mode = cfg.get("pooling_mode")  # sentence-transformers >= 6: one string
+            if isinstance(mode, str):
+                if mode not in ("cls", "mean"):
+                    raise InputError(f"sentence-transformers pooling {mode!r} is not supported; valid: cls, mean", path)
+                out["pooling"] = mode
+            elif cfg.get("pooling_mode_cls_token"):
                 out["pooling"] = "cls"
             elif cfg.get("pooling_mode_mean_tokens"):
                 out["pooling"] = "mean"
@@ -87,12 +92,14 @@ def _sentence_transformers_settings(path: Path) -> dict:
         elif kind.endswith("Normalize"):
             out["normalize"] = True
     out.setdefault("normalize", False)
-    sbert = path / "sentence_bert_config.json"
-    if sbert.exists():
-        max_len = json.loads(sbert.read_text()).get("max_seq_length")
-        if max_len:
-            out["passage_max_length"] = int(max_len)
-            out["query_max_length"] = min(64, int(max_len))
+    sbert, tok = path / "sentence_bert_config.json", path / "tokenizer_config.json"
+    max_len = json.loads(sbert.read_text()).get("max_seq_length") if sbert.exists() else None
+    if not max_len and tok.exists():  # sentence-transformers >= 6 keeps it as the tokenizer's limit
+        max_len = json.loads(tok.read_text()).get("model_max_length")
+        max_len = max_len if isinstance(max_len, int) and 0 < max_len <= 8192 else None
+    if max_len:
+        out["passage_max_length"] = int(max_len)
+        out["query_max_length"] = min(64, int(max_len))
     cst = path / "config_sentence_transformers.json"
     if cst.exists():
         prompts = json.loads(cst.read_text()).get("prompts") or {}

@@ -149,6 +149,16 @@ def test_refresh_every_epochs_is_converted_to_steps(tiny_model_dir, tmp_path):
     assert [r["step"] for r in log] == [5, 10]
 
 
+def test_refresh_every_steps_and_epochs_refresh_at_multiples_of_each(tiny_model_dir, tmp_path):
+    # SPEC §5 "every R steps and/or every E epochs": R = 3 and E = 0.5 (5 steps) refresh at the
+    # multiples of 3 and of 5, not only at those of the smaller period
+    cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), batch_size=8, max_steps=11,
+                      refresh_every=3, refresh_every_epochs=0.5, refresh_k=10, hard_negatives=1)
+    train(cfg, tmp_path / "o", progress=False)
+    log = [json.loads(l) for l in (tmp_path / "o" / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [3, 5, 6, 9, 10]
+
+
 def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_model_dir, tmp_path):
     """--refresh-fraction 0.25: the first refresh encodes all 335 passages, each later one the
     ceil(0.25 * 335) = 84 oldest (a cursor walking round the corpus); the re-encoded rows equal

@@ -52,7 +52,7 @@ def test_collator_layout_matches_the_rules(tiny_encoder):
     s = TrainingSet("t", "t.json", qs, pools=[[("n0", 0.0), ("n1", 0.0), ("n2", 0.0)], [("n4", 0.0), ("dup0", 0.0)], []])
     rng = np.random.default_rng(0)
     b = collate(tiny_encoder, s, store, [0, 1, 2], rng, loss="dpm", hard_negatives=2, max_positives=4,
-                in_batch_q="uniform", corpus_size=1000, filter_answers=True)
+                in_batch_q="uniform", corpus_size=1000, filter_answers=True, q_rule="separate")
     n = b.pos_mask.shape[1]
     assert b.pos_mask.sum(1).tolist() == [1, 1, 1]
     assert not (b.pos_mask & b.neg_mask).any()

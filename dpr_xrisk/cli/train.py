@@ -13,6 +13,7 @@ Opt = "Optimisation"
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: final model, checkpoints/, best/, train_log.jsonl.")],
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML/YAML file with any TrainConfig key (see dpr_xrisk/train/config.py); flags override it.")] = None,
+    recipe: Annotated[Optional[str], typer.Option("--recipe", help="A shipped recipe (dpr_xrisk/recipes/NAME.toml, e.g. 'recommended'); --config and flags override it.")] = None,
     train_files: Annotated[Optional[list[Path]], typer.Option("--train", help="DPR biencoder training file; repeat for multi-dataset training.", rich_help_panel=Data)] = None,
     train_weights: Annotated[Optional[list[float]], typer.Option("--train-weight", help="λ_t of each --train file (batch drawn from file t with probability ∝ λ_t).", rich_help_panel=Data)] = None,
     dev: Annotated[Optional[Path], typer.Option(help="Dev questions with answers, for periodic DPR accuracy and best-checkpoint selection.", rich_help_panel=Data)] = None,
@@ -64,7 +65,7 @@ def train(
     import shlex
     import sys
 
-    cfg = TrainConfig.load(config, overrides)
+    cfg = TrainConfig.load(config, overrides, recipe=recipe)
     if os.environ.get("RANK", "0") == "0":  # provenance for reports: the command that made this run
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "command.txt", "a", encoding="utf-8") as f:

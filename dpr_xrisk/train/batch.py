@@ -7,9 +7,16 @@ sampled hard negatives. For question i:
   ``max_positives`` for listwise);
 - ``neg_mask[i, j]``: j is neither a positive of i (by key or by text) nor, with
   ``filter_answers``, a passage containing one of i's answers;
-- ``log_q[i, j]``: the sampler's log q for i's own hard negatives; for in-batch negatives
-  (everything else unmasked) log(n_b / N) with n_b their count and N the corpus size, or 0
-  with ``in_batch_q = 'one'`` (SPEC §3).
+- ``log_q[i, j]``: log q_ij, by ``q_rule``:
+  - ``joint`` (default, SPEC §3): the inclusion probability of j in i's sample under the joint
+    in-batch + pool sampler, q_ij = 1 - (1 - q_b)(1 - q_h·[j ∈ Π_i]), whichever route brought j
+    into the batch (i's own draw, another question's positive or hard negative); q_b = n_b / N
+    with n_b = i's negatives that i did not draw itself and N the corpus size, q_h = j's
+    probability of being among i's h pool draws (:func:`pool_log_q`);
+  - ``separate`` (the rule before SPEC §3's update, kept to measure against): i's own draws get
+    the pool q, every other unmasked column the in-batch q = n_b / N, even when it is in Π_i.
+  q_b = 1 (every candidate certain under ``joint``) with ``in_batch_q = 'one'`` or when N is
+  unknown (``corpus_size`` None).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import numpy as np
 import torch
 
 from dpr_xrisk.train.data import PassageStore, TrainingSet, is_false_negative
-from dpr_xrisk.train.refresh import sample_negatives
+from dpr_xrisk.train.refresh import pool_log_q, sample_negatives
 
 
 @dataclass
@@ -37,8 +44,8 @@ class Batch:
 
 
 def collate(encoder, s: TrainingSet, store: PassageStore, rows: list[int], rng: np.random.Generator, *,
-            loss: str, hard_negatives: int, max_positives: int, in_batch_q: str, corpus_size: int,
-            filter_answers: bool, sampler: str = "uniform", temperature: float = 1.0) -> Batch:
+            loss: str, hard_negatives: int, max_positives: int, in_batch_q: str, corpus_size: int | None,
+            filter_answers: bool, sampler: str = "uniform", temperature: float = 1.0, q_rule: str = "joint") -> Batch:
     questions = [s.questions[r] for r in rows]
     chosen_pos: list[list[str]] = []
     for q in questions:
@@ -57,20 +64,29 @@ def collate(encoder, s: TrainingSet, store: PassageStore, rows: list[int], rng: 
     pos_mask = np.zeros((B, N), dtype=bool)  # (B, N)
     neg_mask = np.zeros((B, N), dtype=bool)  # (B, N)
     log_q = np.zeros((B, N), dtype=np.float32)  # (B, N)
+    certain = in_batch_q == "one" or not corpus_size
     for i, q in enumerate(questions):
         pos_mask[i, [col[k] for k in chosen_pos[i]]] = True
         own = dict(hard[i])
-        in_batch = []
+        negs, in_batch = [], []
         for j, k in enumerate(keys):
             if pos_mask[i, j] or is_false_negative(store, q, k, filter_answers):
                 continue
             neg_mask[i, j] = True
-            if k in own:
-                log_q[i, j] = own[k]
-            else:
+            negs.append(j)
+            if k not in own:
                 in_batch.append(j)
-        if in_batch and in_batch_q == "uniform":
-            log_q[i, in_batch] = min(0.0, math.log(len(in_batch) / corpus_size))
+        log_qb = 0.0 if certain or not in_batch else min(0.0, math.log(len(in_batch) / corpus_size))
+        if q_rule == "separate":
+            for j in negs:
+                log_q[i, j] = own[keys[j]] if keys[j] in own else (0.0 if certain else log_qb)
+        elif not certain and negs:
+            pool = s.pools[rows[i]] if s.pools else []
+            log_qh = dict(zip((k for k, _ in pool), pool_log_q(pool, hard_negatives, sampler, temperature).tolist()))
+            q_b = math.exp(log_qb) if in_batch else 0.0  # no in-batch candidate: the pool route alone
+            for j in negs:
+                q_h = math.exp(log_qh.get(keys[j], -math.inf))
+                log_q[i, j] = min(0.0, math.log(q_b + q_h * (1.0 - q_b)))  # 1 - (1 - q_b)(1 - q_h)
     pos_mask, neg_mask, log_q = torch.from_numpy(pos_mask), torch.from_numpy(neg_mask), torch.from_numpy(log_q)
     k_max = max(len(c) for c in chosen_pos)
     slot_ids = torch.full((B, k_max), -1, dtype=torch.long)  # (B, K)

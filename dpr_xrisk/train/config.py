@@ -13,6 +13,7 @@ from dpr_xrisk.errors import InputError, unknown_name
 
 NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "model", "none")  # model = mined with the initial encoder
 IN_BATCH_Q = ("uniform", "one")
+Q_RULES = ("joint", "separate")
 NO_POSITIVE = ("skip", "fail")
 ESTIMATORS = ("minibatch", "fcco")
 
@@ -58,13 +59,16 @@ class TrainConfig:
     bm25_depth: int = 100  # BM25 candidates per question before filtering
     max_positives: int = 4  # listwise: positives per question per step (cap)
     in_batch_q: str = "uniform"  # q of in-batch negatives: n_b / corpus_size, or one (certain)
-    corpus_size: int | None = None  # N for in-batch q; None = passages in `corpus`, else those known to training
+    corpus_size: int | None = None  # N for in-batch q; None = passages in `corpus`, else unknown (q_b = 1, logged)
+    q_rule: str = "joint"  # joint: q = inclusion probability under in-batch + pool sampling (SPEC §3);
+    #   separate: own draws at the pool q, every other column at n_b/N (the rule before SPEC §3's update)
     filter_answers: bool = True  # mask in-batch/hard negatives that contain the question's answer
     pool_sampler: str = "uniform"  # uniform (q = h/L) | softmax over retrieval scores (q = 1-(1-p)^h)
     pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9
     # --- index refresh (SPEC §5) --------------------------------------------------------------
     refresh_every: int | None = None  # steps between re-mining from the current encoder's index; None = never
-    refresh_every_epochs: float | None = None  # the same in epochs (converted to steps; the smaller wins)
+    refresh_every_epochs: float | None = None  # the same in epochs (converted to steps); with both set, a
+    #   refresh at every multiple of each (SPEC §5 "and/or")
     refresh_k: int = 100  # top-K retrieved per training question
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
@@ -97,7 +101,8 @@ class TrainConfig:
             raise InputError(f"tau must be > 0, got {self.tau}")
         if self.zeta_scale < 0:
             raise InputError(f"zeta_scale must be >= 0, got {self.zeta_scale}")
-        for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("no_positive", NO_POSITIVE),
+        for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("q_rule", Q_RULES),
+                            ("no_positive", NO_POSITIVE),
                             ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine"))):
             if getattr(self, name) not in valid:
                 raise unknown_name(name, getattr(self, name), valid)
@@ -160,9 +165,14 @@ class TrainConfig:
             raise InputError(f"bad {source}: {e}") from None
 
     @classmethod
-    def load(cls, path: str | Path | None, overrides: dict | None = None) -> "TrainConfig":
-        """Read a TOML (.toml) or YAML (.yaml/.yml) file, then apply non-None overrides."""
+    def load(cls, path: str | Path | None, overrides: dict | None = None, recipe: str | None = None) -> "TrainConfig":
+        """Start from a shipped recipe's values (``dpr_xrisk/recipes/NAME.toml``), if any, then a
+        TOML (.toml) or YAML (.yaml/.yml) file's, then the non-None overrides."""
         values: dict = {}
+        if recipe is not None:
+            from dpr_xrisk import recipes
+
+            values.update(recipes.load(recipe))
         if path is not None:
             p = Path(path)
             if not p.is_file():
@@ -172,21 +182,23 @@ class TrainConfig:
                 if p.suffix.lower() == ".toml":
                     import tomllib
 
-                    values = tomllib.loads(text)
+                    loaded = tomllib.loads(text)
                 elif p.suffix.lower() in (".yaml", ".yml"):
                     import yaml
 
-                    values = yaml.safe_load(text) or {}
+                    loaded = yaml.safe_load(text) or {}
                 else:
                     raise InputError("unknown config format; valid: .toml, .yaml, .yml", p)
             except InputError:
                 raise
             except Exception as e:  # tomllib / yaml parse errors
                 raise InputError(f"cannot parse config: {e}", p) from None
-            if not isinstance(values, dict):
+            if not isinstance(loaded, dict):
                 raise InputError("config must be a table/mapping of options", p)
+            values.update(loaded)
         values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-        return cls.from_dict(values, source=f"config ({path})" if path else "option")
+        source = f"config ({path})" if path else f"recipe {recipe!r}" if recipe else "option"
+        return cls.from_dict(values, source=source)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
@@ -199,7 +211,8 @@ class TrainConfig:
 # e.g. eval_every or save_every)
 STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
-              "max_positives", "in_batch_q", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
+              "max_positives", "in_batch_q", "q_rule", "corpus", "corpus_size", "filter_answers",
+              "bm25_depth", "negatives_file", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
               "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "adam_eps", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")

@@ -199,21 +199,37 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
     return RefreshResult(pools, stats, texts)
 
 
+def pool_log_q(pool: list[tuple[str, float]], h: int, sampler: str = "uniform", temperature: float = 1.0) -> np.ndarray:
+    """log q_h of EVERY member of a scored pool: its probability of being among the h negatives
+    :func:`sample_negatives` draws (SPEC §3), whether or not this step drew it. Uniform without
+    replacement: h/L (1 when L <= h); softmax over scores/T, h draws with replacement:
+    1 - (1 - p_j)^h, computed as log(-expm1(h·log1p(-p_j))) so that small p_j keep their digits."""
+    if h == 0 or not pool:
+        return np.full(len(pool), -np.inf)
+    if sampler == "uniform":
+        return np.full(len(pool), 0.0 if len(pool) <= h else math.log(h / len(pool)))
+    if sampler != "softmax":
+        raise InputError(f"unknown sampler {sampler!r}; valid: {', '.join(SAMPLERS)}")
+    p = _softmax(pool, temperature)
+    return np.log(-np.expm1(h * np.log1p(-np.minimum(p, 1 - 1e-16))))
+
+
+def _softmax(pool: list[tuple[str, float]], temperature: float) -> np.ndarray:
+    logits = np.array([sc for _, sc in pool], dtype=np.float64) / temperature
+    p = np.exp(logits - logits.max())
+    return p / p.sum()
+
+
 def sample_negatives(pool: list[tuple[str, float]], h: int, rng: np.random.Generator, sampler: str = "uniform",
                      temperature: float = 1.0) -> list[tuple[str, float]]:
-    """h negatives from a scored pool with their log inclusion probabilities (SPEC §3)."""
+    """h negatives from a scored pool with their log inclusion probabilities (SPEC §3, :func:`pool_log_q`)."""
     if h == 0 or not pool:
         return []
+    log_q = pool_log_q(pool, h, sampler, temperature)
     if sampler == "uniform":
         if len(pool) <= h:
             return [(key, 0.0) for key, _ in pool]
         picks = rng.choice(len(pool), size=h, replace=False)
-        return [(pool[int(j)][0], math.log(h / len(pool))) for j in picks]
-    if sampler != "softmax":
-        raise InputError(f"unknown sampler {sampler!r}; valid: {', '.join(SAMPLERS)}")
-    logits = np.array([sc for _, sc in pool], dtype=np.float64) / temperature
-    p = np.exp(logits - logits.max())
-    p /= p.sum()
-    picks = sorted(set(rng.choice(len(pool), size=h, replace=True, p=p).tolist()))
-    # log(1 - (1 - p)^h) computed as log(-expm1(h * log1p(-p))) for small p
-    return [(pool[j][0], float(np.log(-np.expm1(h * np.log1p(-min(p[j], 1 - 1e-16)))))) for j in picks]
+        return [(pool[int(j)][0], float(log_q[int(j)])) for j in picks]
+    picks = sorted(set(rng.choice(len(pool), size=h, replace=True, p=_softmax(pool, temperature)).tolist()))
+    return [(pool[j][0], float(log_q[j])) for j in picks]

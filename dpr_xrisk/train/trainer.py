@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -266,9 +267,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     warmup = cfg.warmup_steps or int(cfg.warmup_ratio * steps)
     steps_per_epoch = max(1, total_q // cfg.batch_size)
     loss_fn = build_loss(cfg, tau, sets, steps_per_epoch, steps)
-    every = [r for r in (cfg.refresh_every, cfg.refresh_every_epochs and max(1, round(cfg.refresh_every_epochs * steps_per_epoch)))
-             if r]
-    refresh_every = min(every) if every else None
+    # SPEC §5 "every R steps and/or every E epochs": a refresh at every multiple of each period
+    refresh_periods = refresh_schedule(cfg, steps_per_epoch)
     offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
@@ -280,7 +280,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
         corpus_size = count_passages(cfg.corpus)  # N of in-batch q = n_b / N: the corpus, not what training saw
     else:
-        corpus_size = len(store)
+        corpus_size = None  # SPEC §3: N is never guessed from the passages the training files mention
 
     state = {"step": 0, "order": None, "best": None, "best_step": None, "pools": None, "refresh_seconds": 0.0}
     if resume and ckpts:
@@ -296,12 +296,16 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                "world_size": ddp.world,
                "skipped_no_positive": sum(s.skipped_no_positive for s in sets), "resumed": bool(resume and ckpts),
                "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
-               "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "corpus_size": corpus_size})
+               "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "q_rule": cfg.q_rule, "corpus_size": corpus_size,
+               "refresh_periods": refresh_periods})
+    if corpus_size is None and cfg.in_batch_q == "uniform" and cfg.zeta_scale > 0 and ddp.main:
+        print("note: corpus size N unknown (no --corpus, no corpus_size): in-batch negatives get q = 1 (SPEC §3)",
+              file=sys.stderr)
 
     t_start = time.perf_counter()  # training wall time, the initial mining included
     if cfg.negatives == "model" and state["step"] == 0:
         state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state)
-    refreshing = refresh_every is not None or cfg.negatives == "model"
+    refreshing = bool(refresh_periods) or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
         from dpr_xrisk.search import load_passage_texts
@@ -330,7 +334,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     try:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
-            if refresh_every is not None and step > 0 and step % refresh_every == 0:
+            if step > 0 and any(step % r == 0 for r in refresh_periods):
                 state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state)
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
@@ -342,7 +346,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                 b = collate(encoder, sets[t], store, rows[m * micro : (m + 1) * micro], rng, loss=cfg.loss,
                             hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
                             in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers,
-                            sampler=cfg.pool_sampler, temperature=cfg.pool_temperature)
+                            sampler=cfg.pool_sampler, temperature=cfg.pool_temperature, q_rule=cfg.q_rule)
                 loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp)
                 (loss / cfg.grad_accum).backward()
                 total_loss += float(value) / cfg.grad_accum
@@ -387,6 +391,17 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     log.write({"event": "end", **summary})
     ddp.close()
     return summary
+
+
+def refresh_schedule(cfg: TrainConfig, steps_per_epoch: int) -> list[int]:
+    """The refresh periods in steps: ``refresh_every`` and ``refresh_every_epochs`` converted to
+    steps (at least 1); a refresh happens at every positive multiple of each (SPEC §5 "and/or")."""
+    periods = []
+    if cfg.refresh_every:
+        periods.append(cfg.refresh_every)
+    if cfg.refresh_every_epochs:
+        periods.append(max(1, round(cfg.refresh_every_epochs * steps_per_epoch)))
+    return sorted(set(periods))
 
 
 def restore_pools(sets, store, saved, corpus) -> None:
