@@ -53,6 +53,7 @@ METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
 
 BASE_CFG = {"loss": "dpm", "negatives": "none", "hard_negatives": 0, "zeta_scale": 1.0}
 Z0 = {**BASE_CFG, "zeta_scale": 0.0}
+REFRESH = {"negatives": "model", "hard_negatives": 1, "refresh_every": 16, "refresh_k": 50}
 # name -> (what changes, config overrides; None = no training, "st" = sentence-transformers)
 SYSTEMS: dict[str, tuple[str, object]] = {
     "zero-shot": ("MiniLM, no training", None),
@@ -70,6 +71,14 @@ SYSTEMS: dict[str, tuple[str, object]] = {
                       {**Z0, "passage_max_length": 256, "query_max_length": 64}),
     "dpm-z1-bm25": ("ζ 1 + 1 BM25 hard negative (q = 1/L)", {**BASE_CFG, "negatives": "bm25", "hard_negatives": 1}),
     "dpm-z0-bm25": ("ζ 0 + 1 BM25 hard negative", {**Z0, "negatives": "bm25", "hard_negatives": 1}),
+    "dpm-z1-bm25-separate": ("ζ 1 + 1 BM25 hard negative, the weights before SPEC §3's update (q_rule separate)",
+                             {**BASE_CFG, "negatives": "bm25", "hard_negatives": 1, "q_rule": "separate"}),
+    "dpm-znorm-bm25": ("ζ 1 self-normalised (zeta_normalize) + 1 BM25 hard negative",
+                       {**BASE_CFG, "negatives": "bm25", "hard_negatives": 1, "zeta_normalize": True}),
+    "dpm-z1-refresh": ("ζ 1 + 1 negative from the refreshed index (mined at step 0, refresh every 16 steps, top 50)",
+                       {**BASE_CFG, **REFRESH}),
+    "dpm-z0-refresh": ("ζ 0 + refreshed-index negative", {**Z0, **REFRESH}),
+    "dpm-znorm-refresh": ("ζ 1 self-normalised + refreshed-index negative", {**BASE_CFG, **REFRESH, "zeta_normalize": True}),
 }
 
 

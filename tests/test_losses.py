@@ -432,3 +432,63 @@ def test_make_loss_registry():
     assert isinstance(loss, ListwiseLoss) and loss.tau == 0.1 and loss.pairwise == "logistic"
     assert isinstance(make_loss("dpm", symmetric=True), DPMLoss)
     assert isinstance(make_loss("infonce"), InfoNCELoss)
+
+
+# ---- self-normalised importance weights (zeta_normalize) --------------------------------------
+
+
+def naive_snis_dpm(batch, tau, alpha):
+    """Per (i, k): τ·log(e^{s_k/τ} + n_i · Σ_j w_j e^{s_j/τ} / Σ_j w_j) − s_k, w_j = q_j^{−α},
+    written directly as the self-normalised estimate (no ζ), mean over pairs."""
+    S, P, M, LQ = as_lists(batch)
+    B, N = len(S), len(S[0])
+    vals = []
+    for i in range(B):
+        negs = [j for j in range(N) if M[i][j]]
+        w = [math.exp(-alpha * LQ[i][j]) for j in negs]
+        for k in range(N):
+            if not P[i][k]:
+                continue
+            z = math.exp(S[i][k] / tau)
+            if negs:
+                z += len(negs) * sum(wj * math.exp(S[i][j] / tau) for wj, j in zip(w, negs)) / sum(w)
+            vals.append(tau * math.log(z) - S[i][k])
+    return sum(vals) / len(vals)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("tau", [0.1, 1.0])
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_dpm_self_normalised_weights_match_naive(seed, tau, alpha):
+    batch = random_batch(seed, lone_last=seed == 2)
+    got = DPMLoss(tau=tau, zeta_scale=alpha, zeta_normalize=True)(batch)
+    assert close(got, naive_snis_dpm(batch, tau, alpha))
+
+
+def test_self_normalised_weights_keep_ratios_and_drop_scale():
+    batch = random_batch(3)
+    loss = DPMLoss(tau=0.1, zeta_normalize=True)
+    # multiplying every q by one constant (e.g. another corpus size N) changes nothing
+    shifted = CandidateBatch(batch.scores, batch.pos_mask, batch.neg_mask, batch.log_q - 2.5)
+    assert close(loss(batch), loss(shifted))
+    # equal q on every negative is exactly the unweighted loss (ζ = 0)
+    flat = CandidateBatch(batch.scores, batch.pos_mask, batch.neg_mask, torch.full_like(batch.log_q, -4.0))
+    assert close(loss(flat), DPMLoss(tau=0.1, zeta_scale=0.0)(batch))
+    # ... but unequal q still matter
+    assert not close(loss(batch), DPMLoss(tau=0.1, zeta_scale=0.0)(batch))
+
+
+def test_listwise_self_normalised_equals_unweighted_for_equal_q():
+    batch = random_batch(4)
+    flat = CandidateBatch(batch.scores, batch.pos_mask, batch.neg_mask, torch.full_like(batch.log_q, -6.0))
+    for pw in PAIRWISE:
+        a = ListwiseLoss(tau=0.2, pairwise=pw, margin=MARGIN, zeta_normalize=True)(flat)
+        b = ListwiseLoss(tau=0.2, pairwise=pw, margin=MARGIN, zeta_scale=0.0)(batch)
+        assert close(a, b)
+
+
+def test_self_normalised_gradcheck():
+    batch = random_batch(5, B=3, N=6, requires_grad=True)
+    torch.autograd.gradcheck(
+        lambda s, lq: DPMLoss(tau=0.3, zeta_normalize=True)(CandidateBatch(s, batch.pos_mask, batch.neg_mask, lq)),
+        (batch.scores, batch.log_q))

@@ -19,7 +19,7 @@ def _pair_weights(valid: Tensor, dtype: torch.dtype) -> Tensor:
     return w / w.sum()  # (B, K)
 
 
-def dpm_log_terms(batch: CandidateBatch, tau: float, zeta_scale: float = 1.0) -> PairTerms:
+def dpm_log_terms(batch: CandidateBatch, tau: float, zeta_scale: float = 1.0, zeta_normalize: bool = False) -> PairTerms:
     """log ĝ_ik = log Σ_{j ∈ {k} ∪ {j: m_ij = 1}} exp((s_ij + ζ_ij − s_ik)/τ), per (i, k) slot.
 
     The positive k contributes exp(0) = 1 (ζ = 0); the other positives of i are not in the sum
@@ -30,7 +30,7 @@ def dpm_log_terms(batch: CandidateBatch, tau: float, zeta_scale: float = 1.0) ->
     zeta_scale = check_zeta_scale(zeta_scale)
     dtype = loss_dtype(batch.scores)
     s = batch.scores.to(dtype)  # (B, N)
-    z = (s + batch.zeta(tau, zeta_scale, dtype)) / tau  # (B, N)
+    z = (s + batch.zeta(tau, zeta_scale, dtype, zeta_normalize)) / tau  # (B, N)
     lse_neg = masked_logsumexp(z, batch.neg_mask, dim=1)  # (B,) huge negative when i has no negative
     cols, valid = batch.positive_slots  # (B, K), (B, K)
     s_pos = s.gather(1, cols) / tau  # (B, K)
@@ -83,7 +83,8 @@ class DPMLoss(nn.Module):
         loss = DPMLoss(tau=0.05)(batch)
     """
 
-    def __init__(self, tau: float = 0.05, zeta_scale: float = 1.0, symmetric: bool = False):
+    def __init__(self, tau: float = 0.05, zeta_scale: float = 1.0, symmetric: bool = False,
+                 zeta_normalize: bool = False):
         super().__init__()
         # τ = 0.05 suits cosine scores (SimCSE, SogCLR and sentence-transformers' MNRL scale 20);
         # for raw dot products (DPR) use τ ≈ 1. The trainer may override.
@@ -91,12 +92,15 @@ class DPMLoss(nn.Module):
         # α = 1: the importance-weighted loss of SPEC §1; α = 0 ignores log_q.
         self.zeta_scale = check_zeta_scale(zeta_scale)
         self.symmetric = bool(symmetric)
+        # self-normalised weights (CandidateBatch.zeta): keep the ratios of 1/q, drop their scale
+        self.zeta_normalize = bool(zeta_normalize)
 
     def forward(self, batch: CandidateBatch) -> Tensor:
-        loss = self.tau * dpm_log_terms(batch, self.tau, self.zeta_scale).mean()  # ()
+        loss = self.tau * dpm_log_terms(batch, self.tau, self.zeta_scale, self.zeta_normalize).mean()  # ()
         if self.symmetric:
             loss = (loss + self.tau * dpm_reverse_log_terms(batch, self.tau).mean()) / 2  # ()
         return loss
 
     def extra_repr(self) -> str:
-        return f"tau={self.tau}, zeta_scale={self.zeta_scale}, symmetric={self.symmetric}"
+        return (f"tau={self.tau}, zeta_scale={self.zeta_scale}, symmetric={self.symmetric}, "
+                f"zeta_normalize={self.zeta_normalize}")

@@ -152,8 +152,8 @@ class FCCOLoss(nn.Module):
         """The base loss's per-pair log ĝ_ik and weights, with its own settings."""
         b = self.base
         if isinstance(b, DPMLoss):
-            return dpm_log_terms(batch, b.tau, b.zeta_scale)
-        return listwise_log_terms(batch, b.tau, b.zeta_scale, b.pairwise, b.margin)
+            return dpm_log_terms(batch, b.tau, b.zeta_scale, b.zeta_normalize)
+        return listwise_log_terms(batch, b.tau, b.zeta_scale, b.pairwise, b.margin, b.zeta_normalize)
 
     def forward(
         self,

@@ -82,12 +82,26 @@ class CandidateBatch:
         valid = slot[None, :] < self.num_positives[:, None]  # (B, K)
         return cols, valid
 
-    def zeta(self, tau: float, zeta_scale: float, dtype: torch.dtype) -> Tensor:
-        """ζ_ij = −zeta_scale·τ·log q_ij where neg_mask, else 0 (positives are certain), (B, N)."""
+    def zeta(self, tau: float, zeta_scale: float, dtype: torch.dtype, normalize: bool = False) -> Tensor:
+        """ζ_ij = −zeta_scale·τ·log q_ij where neg_mask, else 0 (positives are certain), (B, N).
+
+        ``normalize`` (self-normalised importance weights): each row's ζ on its n_i negatives is
+        shifted by c_i = τ·log((1/n_i) Σ_j exp(ζ_ij/τ)), so that the weights exp(ζ_ij/τ) = 1/q_ij
+        average 1 over i's negatives. Ratios between weights are kept (a hard negative drawn with
+        a high q still counts less than an in-batch one), but their common scale -- for in-batch
+        negatives ~N/n_b, which makes the positive one item among N and leaves its pull
+        unsaturated -- is removed: Σ_j exp((s_ij + ζ_ij)/τ) = n_i · Σ_j w_j e^{s_ij/τ} / Σ_j w_j.
+        With equal q on every negative this is exactly ζ = 0."""
         if self.log_q is None or zeta_scale == 0:
             return torch.zeros(self.shape, dtype=dtype, device=self.scores.device)  # (B, N)
         log_q = torch.where(self.neg_mask, self.log_q.to(dtype), 0.0)  # (B, N) unused entries never read
-        return -zeta_scale * tau * log_q  # (B, N)
+        zeta = -zeta_scale * tau * log_q  # (B, N)
+        if not normalize:
+            return zeta
+        n = self.neg_mask.sum(dim=1, keepdim=True).clamp(min=1).to(dtype)  # (B, 1)
+        shift = tau * (masked_logsumexp(zeta / tau, self.neg_mask, dim=1)[:, None] - torch.log(n))  # (B, 1)
+        shift = torch.where(self.neg_mask.any(dim=1, keepdim=True), shift, 0.0)  # (B, 1) rows without negatives
+        return torch.where(self.neg_mask, zeta - shift, 0.0)  # (B, N)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ def listwise_log_terms(
     zeta_scale: float = 1.0,
     pairwise: str = "linear",
     margin: float = 1.0,
+    zeta_normalize: bool = False,
 ) -> PairTerms:
     """log ĝ_ik = log((1/|C_i|) Σ_{j∈C_i} exp((ℓ(s_ij − s_ik) + ζ_ij)/τ)), per (i, k) slot.
 
@@ -65,7 +66,7 @@ def listwise_log_terms(
     ell = get_pairwise(pairwise)
     dtype = loss_dtype(batch.scores)
     s = batch.scores.to(dtype)  # (B, N)
-    zeta = batch.zeta(tau, zeta_scale, dtype)  # (B, N)
+    zeta = batch.zeta(tau, zeta_scale, dtype, zeta_normalize)  # (B, N)
     cols, valid = batch.positive_slots  # (B, K), (B, K)
     s_pos = s.gather(1, cols)  # (B, K)
     d = s[:, None, :] - s_pos[:, :, None]  # (B, K, N) d_ikj = s_ij − s_ik
@@ -108,6 +109,7 @@ class ListwiseLoss(nn.Module):
         zeta_scale: float = 1.0,
         pairwise: str = "linear",
         margin: float = 1.0,
+        zeta_normalize: bool = False,
     ):
         super().__init__()
         # τ = 0.05 suits cosine scores (as for DPMLoss); use τ ≈ 1 for raw dot products.
@@ -120,10 +122,13 @@ class ListwiseLoss(nn.Module):
         if not math.isfinite(margin):
             raise ValueError(f"margin must be finite, got {margin!r}")
         self.margin = float(margin)
+        # self-normalised weights (CandidateBatch.zeta): keep the ratios of 1/q, drop their scale
+        self.zeta_normalize = bool(zeta_normalize)
 
     def forward(self, batch: CandidateBatch) -> Tensor:
-        terms = listwise_log_terms(batch, self.tau, self.zeta_scale, self.pairwise, self.margin)
+        terms = listwise_log_terms(batch, self.tau, self.zeta_scale, self.pairwise, self.margin, self.zeta_normalize)
         return self.tau * terms.mean()  # ()
 
     def extra_repr(self) -> str:
-        return f"tau={self.tau}, zeta_scale={self.zeta_scale}, pairwise={self.pairwise!r}, margin={self.margin}"
+        return (f"tau={self.tau}, zeta_scale={self.zeta_scale}, pairwise={self.pairwise!r}, margin={self.margin}, "
+                f"zeta_normalize={self.zeta_normalize}")

@@ -39,6 +39,8 @@ class TrainConfig:
     loss: str = "dpm"  # dpm | listwise | infonce
     tau: float | None = None  # temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product
     zeta_scale: float = 1.0  # α: 0 = unweighted, 1 = importance-weighted (SPEC §1-3)
+    zeta_normalize: bool = False  # self-normalised weights: per question, 1/q rescaled to mean 1 over its
+    #   negatives (ratios kept, the common N/n_b scale dropped; equal q on every negative = ζ 0)
     pairwise_loss: str = "linear"  # ℓ of the listwise loss: linear | squared_hinge | logistic
     margin: float = 1.0  # c of squared_hinge
     symmetric: bool = False  # add the passage->question direction (dpm, infonce)
@@ -209,7 +211,7 @@ class TrainConfig:
 
 # keys that must agree between a checkpoint and the config resuming it (the rest may change,
 # e.g. eval_every or save_every)
-STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale",
+STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize", "loss", "tau", "zeta_scale", "zeta_normalize",
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
               "max_positives", "in_batch_q", "q_rule", "corpus", "corpus_size", "filter_answers",
               "bm25_depth", "negatives_file", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",

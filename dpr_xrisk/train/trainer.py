@@ -49,11 +49,13 @@ def build_loss(cfg: TrainConfig, tau: float, sets=None, steps_per_epoch: int = 1
     from dpr_xrisk.losses import FCCOLoss, make_loss
 
     if cfg.loss == "dpm":
-        base = make_loss("dpm", tau=tau, zeta_scale=cfg.zeta_scale, symmetric=cfg.symmetric)
+        base = make_loss("dpm", tau=tau, zeta_scale=cfg.zeta_scale, symmetric=cfg.symmetric,
+                         zeta_normalize=cfg.zeta_normalize)
     elif cfg.loss == "listwise":
         if cfg.symmetric:
             raise InputError("symmetric applies to dpm and infonce only")
-        base = make_loss("listwise", tau=tau, zeta_scale=cfg.zeta_scale, pairwise=cfg.pairwise_loss, margin=cfg.margin)
+        base = make_loss("listwise", tau=tau, zeta_scale=cfg.zeta_scale, pairwise=cfg.pairwise_loss, margin=cfg.margin,
+                         zeta_normalize=cfg.zeta_normalize)
     else:
         base = make_loss("infonce", tau=tau, symmetric=cfg.symmetric)
     if cfg.estimator == "minibatch":
