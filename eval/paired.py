@@ -30,12 +30,18 @@ KS = (1, 5, 20)
 
 
 def first_hit(path: Path) -> np.ndarray:
-    """0-based rank of the first answer-bearing passage per question (qid order); 10**6 if none."""
+    """0-based rank of the first answer-bearing passage per question (qid order); 10**6 if none.
+    Cached next to the run as first_hit.npy (a run JSON of 3,244 questions x 100 passages is
+    ~300 MB; the cache is used only while it is newer than the run)."""
+    cache = path.with_name("first_hit.npy")
+    if cache.exists() and path.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
+        return np.load(cache)
     run = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for qid in sorted(run, key=int):
         hits = [i for i, c in enumerate(run[qid]["contexts"]) if c["has_answer"]]
         out.append(hits[0] if hits else 10 ** 6)
+    np.save(cache, np.asarray(out))
     return np.asarray(out)
 
 

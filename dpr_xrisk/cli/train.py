@@ -11,7 +11,7 @@ Opt = "Optimisation"
 
 
 def train(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: final model, checkpoints/, best/, train_log.jsonl.")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder: final model, checkpoints/, best/, train_log.jsonl.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="TOML/YAML file with any TrainConfig key (see dpr_xrisk/train/config.py); flags override it.")] = None,
     recipe: Annotated[Optional[str], typer.Option("--recipe", help="A shipped recipe (dpr_xrisk/recipes/NAME.toml, e.g. 'recommended'); --config and flags override it.")] = None,
     train_files: Annotated[Optional[list[Path]], typer.Option("--train", help="DPR biencoder training file; repeat for multi-dataset training.", rich_help_panel=Data)] = None,
@@ -46,6 +46,7 @@ def train(
     save_every: Annotated[Optional[int], typer.Option(help="Checkpoint every N steps (and at the end).")] = None,
     threads: Annotated[Optional[int], typer.Option(help="torch CPU threads.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the latest checkpoint in --out.")] = False,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print the resolved config (recipe, --config, flags) as TOML and exit.")] = False,
 ):
     """Train a dual encoder with the DPM, listwise or InfoNCE loss (see README's loss table)."""
     from dpr_xrisk.train.config import TrainConfig
@@ -66,6 +67,13 @@ def train(
     import sys
 
     cfg = TrainConfig.load(config, overrides, recipe=recipe)
+    if print_config:
+        typer.echo(cfg.to_toml(), nl=False)
+        return
+    if out is None:
+        from dpr_xrisk.errors import InputError
+
+        raise InputError("train needs --out (the output folder)")
     if os.environ.get("RANK", "0") == "0":  # provenance for reports: the command that made this run
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "command.txt", "a", encoding="utf-8") as f:

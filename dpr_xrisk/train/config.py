@@ -202,6 +202,20 @@ class TrainConfig:
         source = f"config ({path})" if path else f"recipe {recipe!r}" if recipe else "option"
         return cls.from_dict(values, source=source)
 
+    def to_toml(self) -> str:
+        """The resolved config as TOML, readable back by ``--config`` (unset keys as comments)."""
+        def val(v):
+            if isinstance(v, bool):
+                return "true" if v else "false"
+            if isinstance(v, (int, float)):
+                return repr(v)
+            if isinstance(v, (list, tuple)):
+                return "[" + ", ".join(val(x) for x in v) + "]"
+            return json.dumps(str(v))
+
+        return "".join(f"# {k} = (unset)\n" if v is None else f"{k} = {val(v)}\n"
+                       for k, v in dataclasses.asdict(self).items())
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
