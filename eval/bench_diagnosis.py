@@ -79,6 +79,10 @@ SYSTEMS: dict[str, tuple[str, object]] = {
                        {**BASE_CFG, **REFRESH}),
     "dpm-z0-refresh": ("ζ 0 + refreshed-index negative", {**Z0, **REFRESH}),
     "dpm-znorm-refresh": ("ζ 1 self-normalised + refreshed-index negative", {**BASE_CFG, **REFRESH, "zeta_normalize": True}),
+    "dpm-z1-refresh-n21m": ("ζ 1 + refreshed-index negative, N = 21,015,324 (the flagship as a full-corpus user runs it)",
+                            {**BASE_CFG, **REFRESH, "corpus_size": 21015324}),
+    "dpm-znorm-refresh-n21m": ("ζ 1 self-normalised + refreshed-index negative, N = 21,015,324",
+                               {**BASE_CFG, **REFRESH, "corpus_size": 21015324, "zeta_normalize": True}),
 }
 
 

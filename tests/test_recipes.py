@@ -24,10 +24,10 @@ def test_print_config_round_trips(tmp_path):
 def test_every_shipped_recipe_loads_and_flags_override_it(tmp_path):
     assert recipes.names(), "no recipe shipped"
     for name in recipes.names():
-        base = TrainConfig.load(None, {"train": ["a.json"]}, recipe=name)
+        base = TrainConfig.load(None, {"train": ["a.json"], "corpus": "c.tsv"}, recipe=name)
         assert base.train == ("a.json",)
         (tmp_path / "c.toml").write_text("lr = 1e-4\nseed = 7\n")
-        cfg = TrainConfig.load(tmp_path / "c.toml", {"train": ["a.json"], "seed": 3}, recipe=name)
+        cfg = TrainConfig.load(tmp_path / "c.toml", {"train": ["a.json"], "corpus": "c.tsv", "seed": 3}, recipe=name)
         assert (cfg.lr, cfg.seed) == (1e-4, 3)  # --config over the recipe, flags over both
         assert {k: v for k, v in recipes.load(name).items()} == {k: getattr(base, k) if not isinstance(
             getattr(base, k), tuple) else list(getattr(base, k)) for k in recipes.load(name)}

@@ -24,7 +24,9 @@ class TrainConfig:
     train: tuple[str, ...] = ()  # DPR biencoder JSON/JSONL files; several = multi-dataset training
     train_weights: tuple[float, ...] = ()  # λ_t per file (default: all 1); batches are homogeneous
     dev: str | None = None  # biencoder/QA file with answers for periodic DPR-accuracy evaluation
-    corpus: str | None = None  # passages (TSV/JSONL): texts of BM25 negatives, dev retrieval corpus
+    corpus: str | None = None  # passages (TSV/JSONL): texts of BM25 negatives, refresh index, dev retrieval corpus
+    dev_corpus: str | None = None  # passages the dev questions are searched in; None = corpus (a small one
+    #   keeps periodic dev evaluation cheap when corpus is large)
     no_positive: str = "skip"  # a question without positives: skip it (counted in the log) or fail
     # --- model ----------------------------------------------------------------------------
     model: str = "minilm"  # 'minilm', a local HF folder, or a dpr_xrisk model folder

@@ -260,7 +260,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         from dpr_xrisk.search import load_passage_texts
 
         dev_questions = read_questions(cfg.dev)
-        dev_corpus = load_passage_texts(cfg.corpus) if cfg.corpus else dict(store.texts)
+        dev_src = cfg.dev_corpus or cfg.corpus
+        dev_corpus = load_passage_texts(dev_src) if dev_src else dict(store.texts)
 
     weights = np.array(cfg.train_weights or [1.0] * len(sets), dtype=float)
     weights = weights / weights.sum()

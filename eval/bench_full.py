@@ -1,0 +1,261 @@
+"""Full-length training on SQuAD with 100k Wikipedia distractors (issue #17, item 1): the DPR
+recipe, the shipped recommended recipe (DPM) and its listwise variant, and the DPR recipe at the
+recommended recipe's wall time, against zero-shot MiniLM and BM25, dense and hybrid.
+
+    python eval/bench_full.py                    # every system, seeds 0 1; resumable
+    python eval/bench_full.py --tiny             # the whole pipeline on a toy slice (minutes), for checking
+
+Data (eval/work/full/, git-ignored; ``dpr-xrisk convert squad --test-fraction 0.25 --seed 0``):
+- training: every question of the 36 training articles except a held-out dev slice of
+  ``--dev-questions`` (256, default_rng(1)) used for the training curves (dev DPR accuracy every
+  ``--eval-every`` steps against the training corpus, shown by ``dpr-xrisk report``);
+- training corpus (``--corpus``: N of in-batch q, refresh index, BM25 negatives of the DPR recipe
+  via a BM25 index of it): the 1,543 training-article paragraphs + a 20,000-passage sample
+  (default_rng(0)) of ../shared/data/wikipedia-100k;
+- evaluation: the 3,244 held-out questions against all 102,067 passages (2,067 SQuAD paragraphs,
+  training positives included, + 100,000 Wikipedia passages): DPR top-1/5/20/100, MRR@10 (own
+  paragraph), hub rate (test top-1 = a training positive); hybrids with BM25 over the same corpus
+  (``dpr-xrisk fuse``: RRF, and interpolation with alpha 0.5).
+Every run records ``"protocol": "full-1"``; runs of another protocol are never reused. A killed
+run resumes: training from its last checkpoint, encoding from its last finished chunk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common as common  # noqa: E402
+import bench_diagnosis as bd  # noqa: E402
+import bench_refresh as br  # noqa: E402
+import paired  # noqa: E402
+from _common import EVAL, RESULTS, WIKI, WORK, machine  # noqa: E402
+from bench_squad_zeroshot import combined_corpus  # noqa: E402
+
+BASE = WORK / "full"
+PROTOCOL = "full-1"
+METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
+# name -> (what, train settings: {"recipe": name or None, **TrainConfig keys}); None = no training
+SYSTEMS: dict[str, tuple[str, dict | None]] = {
+    "zero-shot": ("MiniLM, no training", None),
+    "dpr": ("DPR recipe: InfoNCE + 1 BM25 hard negative (BM25 over the training corpus), in-batch negatives",
+            {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
+    "recommended": ("the shipped recipe (train --recipe recommended)", {"recipe": "recommended"}),
+    "recommended-listwise": ("the recipe with the listwise loss (logistic pairwise loss)",
+                             {"recipe": "recommended", "loss": "listwise", "pairwise_loss": "logistic"}),
+    "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time (seed 0)",
+                   {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
+}
+
+
+def prepare(args) -> dict:
+    BASE.mkdir(parents=True, exist_ok=True)
+    ns = argparse.Namespace(train_questions=10 ** 9, test_questions=args.test_questions, eval_corpus="all")
+    data = br.prepare_data(ns)  # the SQuAD split, its 1,543-paragraph training corpus and test subset
+    train_all = json.loads((br.SQUAD / "biencoder-train.json").read_text(encoding="utf-8"))
+    dev_pick = set(np.random.default_rng(1).choice(len(train_all), size=args.dev_questions, replace=False).tolist())
+    train = [q for i, q in enumerate(train_all) if i not in dev_pick][: args.train_questions]
+    common.write_if_changed(BASE / "train.json", json.dumps(train, indent=1))
+    dev = [train_all[i] for i in sorted(dev_pick)]
+    common.write_if_changed(BASE / "dev.qa.tsv", "".join(f"{q['question']}\t{json.dumps(q['answers'])}\n" for q in dev))
+    # training corpus: training-article paragraphs + a Wikipedia sample
+    wiki_lines = WIKI.read_text(encoding="utf-8").splitlines(keepends=True)
+    pick = set(np.random.default_rng(0).choice(len(wiki_lines) - 1, size=min(args.refresh_wiki, len(wiki_lines) - 1),
+                                               replace=False).tolist())
+    tc = Path(data["train_corpus"]).read_text(encoding="utf-8")
+    train_corpus = BASE / f"train-corpus-wiki{args.refresh_wiki}.tsv"
+    common.write_if_changed(train_corpus, tc + "".join(wiki_lines[1 + i] for i in sorted(pick)))
+    bm25_train = BASE / f"train-corpus-wiki{args.refresh_wiki}-bm25"
+    log = BASE / "prepare.log"
+    if not (bm25_train / "meta.json").exists():
+        br.cli(["bm25", "index", "--corpus", train_corpus, "--out", bm25_train, "--overwrite"], log)
+    # evaluation corpus: every SQuAD paragraph + the first --wiki Wikipedia passages
+    eval_corpus = combined_corpus(br.SQUAD / "passages.tsv", args.wiki, BASE / f"eval-corpus-wiki{args.wiki}.tsv")
+    bm25_eval = BASE / f"eval-corpus-wiki{args.wiki}-bm25"
+    if not (bm25_eval / "meta.json").exists():
+        br.cli(["bm25", "index", "--corpus", eval_corpus, "--out", bm25_eval, "--overwrite"], log)
+    bm25_run = BASE / f"bm25-wiki{args.wiki}-q{data['test_questions']}.json"
+    if not bm25_run.exists():
+        br.cli(["bm25", "search", "--index", bm25_eval, "--queries", data["qa"], "--k", 100, "--out-json", bm25_run], log)
+    return {**data, "dev_corpus": data["train_corpus"], "train": str(BASE / "train.json"), "train_questions": len(train), "dev": str(BASE / "dev.qa.tsv"),
+            "train_corpus": str(train_corpus), "bm25": str(bm25_train), "eval_corpus": str(eval_corpus),
+            "eval_passages": sum(1 for _ in open(eval_corpus, encoding="utf-8")) - 1, "bm25_run": str(bm25_run),
+            "train_positives": {p["passage_id"] for q in train for p in q["positive_ctxs"]}}
+
+
+def settings_of(args, data, system, seed, steps) -> dict:
+    s = {"system": system, "protocol": PROTOCOL, "test_questions": data["test_questions"],
+         "eval_passages": data["eval_passages"], "train_questions": data["train_questions"], "tiny": args.tiny}
+    if SYSTEMS[system][1] is not None:
+        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size)
+    return s
+
+
+def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
+    emb, idx, run = d / "emb", d / "index", d / "run.json"
+    if not (run.exists() and (d / "eval.json").exists()):
+        br.cli(["encode", "--model", model, "--corpus", data["eval_corpus"], "--out", emb, "--threads", args.threads,
+                "--batch-size", 64, "--bf16" if args.bf16_encode else "--fp32"], log)
+        br.cli(["index", "--embeddings", emb, "--out", idx, "--threads", args.threads, "--overwrite"], log)
+        br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run], log)
+    runs = {"dense": run}
+    for fusion in ("rrf", "interpolation"):
+        out = d / f"hybrid-{fusion}.json"
+        if not out.exists():
+            br.cli(["fuse", "--dense", run, "--sparse", data["bm25_run"], "--queries", data["qa"], "--corpus",
+                    data["eval_corpus"], "--fusion", fusion, "--alpha", 0.5, "--k", 100, "--out-json", out], log)
+        runs[f"hybrid-{fusion}"] = out
+    rec["metrics"] = {}
+    for name, path in runs.items():
+        ev = d / f"eval-{name}.json"
+        br.cli(["evaluate", "--run", path, "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
+                "--qrels-k", 10, "--out", ev], log)
+        m = json.loads(ev.read_text())["results"][0]["metrics"]
+        rec["metrics"][name] = {k: m[k] for k in METRICS}
+    zs = BASE / "runs" / "zero-shot" / "run.json"
+    rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if zs.exists() and model != "minilm" else None))
+    shutil.rmtree(emb, ignore_errors=True)
+    shutil.rmtree(idx, ignore_errors=True)
+
+
+def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
+    spec = SYSTEMS[system][1]
+    name = system if spec is None else f"{system}-s{seed}"
+    d = BASE / "runs" / name
+    settings = settings_of(args, data, system, seed, steps)
+    done = d / "bench.json"
+    if done.exists():
+        old = json.loads(done.read_text())
+        if old.get("settings") == settings:
+            print(f"[{name}] reusing {done}", flush=True)
+            return old
+        if old.get("settings", {}).get("protocol") != PROTOCOL:
+            print(f"[{name}] a run of another protocol is in the way; it is replaced", flush=True)
+    if not ((d / "settings.json").exists() and json.loads((d / "settings.json").read_text()) == settings):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        (d / "settings.json").write_text(json.dumps(settings))
+    log, rec = d / "bench.log", {"settings": settings}
+    print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
+    model: str | Path = "minilm"
+    if spec is not None:
+        model = d
+        cfg = {k: v for k, v in spec.items() if k != "recipe"}
+        cfg.update(train=[data["train"]], corpus=data["train_corpus"], dev=data["dev"], dev_corpus=data["dev_corpus"],
+                   batch_size=args.batch_size,
+                   epochs=args.epochs, seed=seed, threads=args.threads, save_every=args.save_every,
+                   eval_every=args.eval_every, model="minilm")
+        if steps:
+            cfg["max_steps"] = steps
+        if cfg.get("negatives") == "bm25":
+            cfg["bm25_index"] = data["bm25"]
+        if not (d / "dpr_xrisk.json").exists():
+            (d / "config.toml").write_text(bd.toml(cfg))
+            ckpt = d / "checkpoints"
+            resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
+            recipe = ["--recipe", spec["recipe"]] if spec.get("recipe") else []
+            t0 = time.perf_counter()
+            br.cli(["train", *recipe, "--config", d / "config.toml", *resume, "--out", d], log)
+            (d / "train_wall.json").write_text(json.dumps({"train_wall_s": round(time.perf_counter() - t0, 1),
+                                                           "resumed": bool(resume)}))
+        rec.update(json.loads((d / "train_wall.json").read_text()))
+        end = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines() if '"event": "end"' in x][-1]
+        rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"])
+        if not (d / "report" / "report.html").exists():
+            br.cli(["report", "--train", f"{system}={d}", "--out", d / "report", "--title", f"{system} seed {seed}"], log)
+    evaluate(args, data, d, model, log, rec)
+    for p in list(d.glob("*.safetensors")) + [d / "checkpoints", d / "best"]:
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    done.write_text(json.dumps(rec, indent=2))
+    print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"]["dense"].items())
+          + f" hub {rec['hub_rate']:.4f}", flush=True)
+    return rec
+
+
+def report(args, data, recs: dict) -> str:
+    bm25 = json.loads(Path(data["bm25_run"]).with_suffix(".eval.json").read_text())["results"][0]["metrics"]
+    lines = ["# Full-length training on SQuAD + 100k Wikipedia distractors (issue #17)", "",
+             f"Command: `{args.command}`  ", f"Date: {args.machine['date']}  ",
+             f"Machine: {args.machine['cpus']} CPU cores, torch {args.machine['torch']}, {args.threads} threads.", "",
+             f"Training: {data['train_questions']:,} questions, {args.epochs:g} epochs, batch {args.batch_size}; "
+             f"evaluation: {data['test_questions']:,} held-out questions x {data['eval_passages']:,} passages.", "",
+             "| system | seeds | run | top-1 | top-5 | top-20 | top-100 | MRR@10 | hub rate | train s |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+             f"| BM25 | — | bm25 | {bm25['top1']:.4f} | {bm25['top5']:.4f} | {bm25['top20']:.4f} | {bm25['top100']:.4f} | "
+             f"{bm25['mrr@10']:.4f} | — | — |"]
+    for system, by_seed in recs.items():
+        rs = list(by_seed.values())
+        for run in ("dense", "hybrid-rrf", "hybrid-interpolation"):
+            cells = " | ".join(f"{np.mean([r['metrics'][run][k] for r in rs]):.4f}" for k in METRICS)
+            hub = f"{np.mean([r['hub_rate'] for r in rs]):.4f}" if run == "dense" else "—"
+            wall = f"{np.mean([r['train_wall_s'] for r in rs]):.0f}" if "train_wall_s" in rs[0] and run == "dense" else "—"
+            lines.append(f"| {system} | {','.join(map(str, by_seed))} | {run} | {cells} | {hub} | {wall} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--wiki", type=int, default=100_000, help="Wikipedia distractors in the evaluation corpus")
+    ap.add_argument("--refresh-wiki", type=int, default=20_000, help="Wikipedia sample in the training corpus")
+    ap.add_argument("--dev-questions", type=int, default=256)
+    ap.add_argument("--train-questions", type=int, default=10 ** 9)
+    ap.add_argument("--test-questions", type=int, default=10 ** 9)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--save-every", type=int, default=50)
+    ap.add_argument("--bf16-encode", action="store_true", help="bfloat16 evaluation encoding (fast on CPUs with AMX)")
+    ap.add_argument("--tiny", action="store_true", help="a toy slice that checks the whole pipeline in minutes")
+    args = ap.parse_args()
+    args.command = "python eval/bench_full.py " + " ".join(sys.argv[1:])
+    args.machine = machine()
+    global BASE
+    if args.tiny:  # its own folder: never mixed with the real runs
+        BASE = BASE.with_name("full-tiny")
+        args.wiki, args.refresh_wiki, args.dev_questions, args.train_questions = 300, 200, 16, 64
+        args.test_questions, args.epochs, args.eval_every, args.save_every = 40, 1.0, 1, 1
+    data = prepare(args)
+    bm25_eval = Path(data["bm25_run"]).with_suffix(".eval.json")
+    if not bm25_eval.exists():
+        br.cli(["evaluate", "--run", data["bm25_run"], "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
+                "--qrels-k", 10, "--out", bm25_eval], BASE / "prepare.log")
+    steps_full = int(np.ceil(args.epochs * data["train_questions"] / args.batch_size))
+    recs: dict = {}
+    systems = ["zero-shot"] + [s for s in args.systems if s != "zero-shot"]
+    for seed in args.seeds:
+        for system in systems:
+            if SYSTEMS[system][1] is None and seed != args.seeds[0]:
+                continue
+            steps = None
+            if system == "dpr-eqwall":  # steps matched to the recommended recipe's loop time, seed 0
+                ref = BASE / "runs" / f"recommended-s{args.seeds[0]}" / "bench.json"
+                dpr = BASE / "runs" / f"dpr-s{args.seeds[0]}" / "bench.json"
+                if not (ref.exists() and dpr.exists()):
+                    print("[dpr-eqwall] waits for recommended and dpr (seed 0)", flush=True)
+                    continue
+                r, a = json.loads(ref.read_text()), json.loads(dpr.read_text())
+                steps = max(1, round(a["steps"] * r["train_loop_s"] / a["train_loop_s"]))
+            rec = one_run(args, data, system, seed, steps)
+            recs.setdefault(system, {})[seed if SYSTEMS[system][1] else -1] = rec
+            out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,
+                   "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs}
+            # the --tiny check writes its results under its work folder, never into eval/
+            res, rep = (BASE / "bench_full.json", BASE / "RESULTS.md") if args.tiny else \
+                (RESULTS / "bench_full.json", EVAL / "RESULTS-full.md")
+            common.replace_text(res, json.dumps(out, indent=2, default=str) + "\n")
+            common.write_report(rep, report(args, data, recs))
+
+
+if __name__ == "__main__":
+    main()
