@@ -158,7 +158,7 @@ def one_run(args, data, system: str, seed: int) -> dict:
                    "--seed", str(seed), "--threads", str(args.threads)]
             with open(log, "a") as f:
                 subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True, env=br.env())
-        rec["train_wall_s"] = round(time.perf_counter() - t0, 1)
+            rec["train_wall_s"] = round(time.perf_counter() - t0, 1)  # unknown when an earlier invocation trained it
     elif spec is not None:
         model = d
         if not (d / "dpr_xrisk.json").exists():
@@ -213,7 +213,8 @@ def report(args, data, recs: dict) -> str:
         "Δ columns = paired per-question differences (eval/paired.py: top-k and RR@10 by answer), 95 % bootstrap interval.",
         "- hub rate = share of test questions whose top-1 passage is a training question's positive (never the "
         "test question's article); lost/won = questions zero-shot had right at rank 1 and the system not (and the reverse); "
-        "lost→hub = lost questions whose new top-1 is a training positive.", "",
+        "lost→hub = lost questions whose new top-1 is a training positive. Rows with several seeds show means; "
+        "the Δ columns pair each seed's run with the reference and average over seeds.", "",
         "## Results", "",
         "| system | what | top-1 | top-5 | top-20 | MRR@10 | hub rate | won / lost @1 (lost→hub) | Δ top-1 vs zero-shot | Δ RR@10 vs zero-shot | Δ RR@10 vs st-mnrl | loss first→last 5 | train s |",
         "|---|---|---:|---:|---:|---:|---:|---|---|---|---|---|---:|"]
@@ -225,17 +226,20 @@ def report(args, data, recs: dict) -> str:
             return "—"
         return f"{100 * c['diff']:+.1f} [{100 * c['ci95'][0]:+.1f}, {100 * c['ci95'][1]:+.1f}]"
 
-    for system, r in recs.items():
-        m = r["metrics"]
+    for system, by_seed in recs.items():
+        rs = list(by_seed.values())
+        r = {k: float(np.mean([x[k] for x in rs])) for k in rs[0] if isinstance(rs[0][k], (int, float))}
+        m = {k: float(np.mean([x["metrics"][k] for x in rs])) for k in METRICS}
         trained = SYSTEMS[system][1] is not None
-        wl = f"{r['won_top1']} / {r['lost_top1']} ({r['lost_with_train_top1']})" if "won_top1" in r else "—"
+        wl = f"{r['won_top1']:.0f} / {r['lost_top1']:.0f} ({r['lost_with_train_top1']:.0f})" if "won_top1" in r else "—"
+        seeds = f" ({len(rs)} seeds)" if len(rs) > 1 else ""
         lines.append(
-            f"| {system} | {SYSTEMS[system][0]} | {m['top1']:.3f} | {m['top5']:.3f} | {m['top20']:.3f} | {m['mrr@10']:.3f} | "
+            f"| {system}{seeds} | {SYSTEMS[system][0]} | {m['top1']:.3f} | {m['top5']:.3f} | {m['top20']:.3f} | {m['mrr@10']:.3f} | "
             f"{r['hub_rate']:.3f} | {wl} | {cell('zero-shot', system, 'top1') if trained else '—'} | "
             f"{cell('zero-shot', system, 'rr@10') if trained else '—'} | "
             f"{cell('st-mnrl', system, 'rr@10') if trained and system != 'st-mnrl' else '—'} | "
             + (f"{r['loss_first5']:.3f}→{r['loss_last5']:.3f}" if "loss_first5" in r else "—")
-            + f" | {r.get('train_wall_s', '—')} |")
+            + (f" | {r['train_wall_s']:.0f} |" if "train_wall_s" in r else " | — |"))
     return "\n".join(lines) + "\n"
 
 
@@ -248,7 +252,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    ap.add_argument("--tag", default="", help="a variant grid in its own runs folder, JSON and report")
     args = ap.parse_args()
+    global RUNS
+    suffix = f"-{args.tag}" if args.tag else ""
+    RUNS = WORK / f"runs{suffix}"
     args.command = "python eval/bench_diagnosis.py " + " ".join(sys.argv[1:])
     args.machine = machine()
     ns = argparse.Namespace(train_questions=args.train_questions, test_questions=10 ** 9, eval_corpus="all")
@@ -263,11 +271,11 @@ def main() -> None:
             if SYSTEMS[system][1] is None and seed != args.seeds[0]:
                 continue
             rec = one_run(args, data, system, seed)
-            recs[system if SYSTEMS[system][1] is None else f"{system}"] = rec  # last seed shown; paired uses all
+            recs.setdefault(system, {})[seed] = rec
             out = {"command": args.command, "machine": args.machine,
                    "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs}
-            common.replace_text(RESULTS / "bench_diagnosis.json", json.dumps(out, indent=2) + "\n")
-            common.write_report(EVAL / "RESULTS-diagnosis.md", report(args, data, recs))
+            common.replace_text(RESULTS / f"bench_diagnosis{suffix}.json", json.dumps(out, indent=2) + "\n")
+            common.write_report(EVAL / f"RESULTS-diagnosis{suffix}.md", report(args, data, recs))
 
 
 if __name__ == "__main__":
