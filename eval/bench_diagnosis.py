@@ -252,6 +252,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS))
+    ap.add_argument("--more-seeds-for", nargs="+", default=None, metavar="SYSTEM",
+                    help="only these systems get the seeds after the first (the others run the first seed only)")
     ap.add_argument("--tag", default="", help="a variant grid in its own runs folder, JSON and report")
     args = ap.parse_args()
     global RUNS
@@ -268,7 +270,8 @@ def main() -> None:
     recs: dict = {}
     for seed in args.seeds:
         for system in systems:
-            if SYSTEMS[system][1] is None and seed != args.seeds[0]:
+            if seed != args.seeds[0] and (SYSTEMS[system][1] is None or
+                                          (args.more_seeds_for is not None and system not in args.more_seeds_for)):
                 continue
             rec = one_run(args, data, system, seed)
             recs.setdefault(system, {})[seed] = rec
