@@ -83,6 +83,13 @@ SYSTEMS: dict[str, tuple[str, object]] = {
                             {**BASE_CFG, **REFRESH, "corpus_size": 21015324}),
     "dpm-znorm-refresh-n21m": ("ζ 1 self-normalised + refreshed-index negative, N = 21,015,324",
                                {**BASE_CFG, **REFRESH, "corpus_size": 21015324, "zeta_normalize": True}),
+    # τ·ln(N/n_b) is the margin the positive must win by under unnormalised weights: 0.67 in cosine at τ 0.05
+    # and N = 21M (out of reach), 0.27 at τ 0.02
+    "dpm-z1-refresh-n21m-t02": ("ζ 1 + refreshed negative, N = 21,015,324, τ 0.02",
+                                {**BASE_CFG, **REFRESH, "corpus_size": 21015324, "tau": 0.02}),
+    "dpm-znorm-refresh-n21m-t02": ("ζ 1 self-normalised + refreshed negative, N = 21,015,324, τ 0.02",
+                                   {**BASE_CFG, **REFRESH, "corpus_size": 21015324, "zeta_normalize": True, "tau": 0.02}),
+    "dpm-z0-t02": ("ζ 0, τ 0.02 (control for the τ 0.02 rows)", {**Z0, "tau": 0.02}),
 }
 
 
