@@ -148,3 +148,16 @@ def test_training_without_corpus_never_guesses_n(tiny_model_dir, tmp_path, capsy
     start = json.loads((tmp_path / "o" / "train_log.jsonl").read_text().splitlines()[0])
     assert start["corpus_size"] is None and start["q_rule"] == "joint"
     assert "corpus size N unknown" in capsys.readouterr().err
+
+
+def test_weight_margin_flags_the_settings_that_lost_to_zero_shot():
+    from dpr_xrisk.train.trainer import weight_margin
+
+    cfg = TrainConfig(train=("x.json",), batch_size=32)
+    m = weight_margin(cfg, 0.05, 21_015_324, normalize=True)
+    assert m == pytest.approx(0.05 * math.log(21_015_324 / 31))  # ~0.67: the diagnosis' losing runs
+    assert weight_margin(cfg, 0.02, 21_015_324, True) < 0.4  # the recommended recipe
+    assert weight_margin(cfg, 0.05, 1543, True) < 0.4
+    assert weight_margin(TrainConfig(train=("x.json",), zeta_normalize=True), 0.05, 21_015_324, True) is None
+    assert weight_margin(TrainConfig(train=("x.json",), zeta_scale=0.0), 0.05, 21_015_324, True) is None
+    assert weight_margin(cfg, 0.05, None, True) is None

@@ -301,6 +301,11 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
                "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "q_rule": cfg.q_rule, "corpus_size": corpus_size,
                "refresh_periods": refresh_periods})
+    margin = weight_margin(cfg, tau, corpus_size, encoder.settings.normalize)
+    if margin is not None and margin > 0.4 and ddp.main:
+        print(f"warning: importance weights at tau {tau:g} and N = {corpus_size:,} ask the positive to beat the weighted "
+              f"in-batch negatives by ~{margin:.2f} in cosine; such runs lost to the starting model in "
+              "eval/RESULTS-diagnosis.md (use --recipe recommended: tau 0.02, or zeta_normalize)", file=sys.stderr)
     if corpus_size is None and cfg.in_batch_q == "uniform" and cfg.zeta_scale > 0 and ddp.main:
         print("note: corpus size N unknown (no --corpus, no corpus_size): in-batch negatives get q = 1 (SPEC §3)",
               file=sys.stderr)
@@ -394,6 +399,17 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     log.write({"event": "end", **summary})
     ddp.close()
     return summary
+
+
+def weight_margin(cfg: TrainConfig, tau: float, corpus_size: int | None, normalize: bool) -> float | None:
+    """α·τ·ln(N/n_b): the cosine margin by which a positive must beat in-batch negatives weighted
+    1/q = N/n_b before the DPM/listwise loss saturates (n_b = batch_size - 1). None where it does
+    not apply (no weights, self-normalised weights, unknown N, dot-product scores)."""
+    if (cfg.loss == "infonce" or cfg.zeta_scale == 0 or cfg.zeta_normalize or cfg.in_batch_q == "one"
+            or not corpus_size or not normalize):
+        return None
+    n_b = max(1, cfg.batch_size // cfg.grad_accum - 1)
+    return cfg.zeta_scale * tau * math.log(max(1.0, corpus_size / n_b))
 
 
 def refresh_schedule(cfg: TrainConfig, steps_per_epoch: int) -> list[int]:
