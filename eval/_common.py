@@ -66,6 +66,25 @@ def passage_subset(lines: list[str], keep_ids: set[str], out: Path) -> int:
     return len(keep) - 1
 
 
+def open_run(d: Path, settings: dict, name: str) -> dict | None:
+    """A benchmark run folder: the finished record (``bench.json``) when its settings equal
+    ``settings``; else None, with the folder ready -- kept when ``settings.json`` matches (an
+    interrupted run resumes in it), otherwise emptied and stamped with the new settings."""
+    import shutil
+
+    done = d / "bench.json"
+    if done.exists():
+        rec = json.loads(done.read_text())
+        if rec.get("settings") == settings:
+            print(f"[{name}] reusing {done}", flush=True)
+            return rec
+    if not ((d / "settings.json").exists() and json.loads((d / "settings.json").read_text()) == settings):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        (d / "settings.json").write_text(json.dumps(settings))
+    return None
+
+
 def replace_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename, so a reader (or a
     benchmark killed mid-write) never sees half a file."""

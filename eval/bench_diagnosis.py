@@ -46,6 +46,7 @@ import _common as common  # noqa: E402
 import bench_refresh as br  # noqa: E402
 import paired  # noqa: E402
 from _common import EVAL, RESULTS, machine  # noqa: E402
+from dpr_xrisk.train.config import toml_text  # noqa: E402
 
 WORK = br.BASE / "diagnosis"
 RUNS = WORK / "runs"
@@ -93,18 +94,6 @@ SYSTEMS: dict[str, tuple[str, object]] = {
 }
 
 
-def toml(d: dict) -> str:
-    def val(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return json.dumps(str(v))
-    return "".join(f"{k} = {val(v)}\n" for k, v in d.items())
-
-
 def settings_of(args, data, system: str, seed: int) -> dict:
     spec = SYSTEMS[system][1]
     s = {"system": system, "protocol": "diagnosis-1", "test_questions": data["test_questions"],
@@ -143,15 +132,9 @@ def one_run(args, data, system: str, seed: int) -> dict:
     name = system if spec is None else f"{system}-s{seed}"
     d = RUNS / name
     settings = settings_of(args, data, system, seed)
-    done = d / "bench.json"
-    if done.exists() and json.loads(done.read_text()).get("settings") == settings:
-        print(f"[{name}] reusing {done}", flush=True)
-        return json.loads(done.read_text())
-    resumable = (d / "settings.json").exists() and json.loads((d / "settings.json").read_text()) == settings
-    if not resumable:
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-        (d / "settings.json").write_text(json.dumps(settings))
+    finished = common.open_run(d, settings, name)
+    if finished is not None:
+        return finished
     log = d / "bench.log"
     rec: dict = {"settings": settings}
     print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
@@ -170,7 +153,7 @@ def one_run(args, data, system: str, seed: int) -> dict:
         model = d
         if not (d / "dpr_xrisk.json").exists():
             cfg_path = d / "config.toml"
-            cfg_path.write_text(toml(train_config(args, data, spec, seed)))
+            cfg_path.write_text(toml_text(train_config(args, data, spec, seed)))
             ckpt = d / "checkpoints"
             resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
             br.cli(["train", "--config", cfg_path, *resume, "--out", d], log)
@@ -191,14 +174,12 @@ def one_run(args, data, system: str, seed: int) -> dict:
     rec["metrics"] = {k: m[k] for k in METRICS}
     zs = RUNS / "zero-shot" / "run.json"
     rec.update(hub_stats(run, data["train_positives"], paired.first_hit(zs) if zs.exists() and spec else None))
-    for p in (emb, idx, d / "checkpoints", d / "best", d / "model"):
-        shutil.rmtree(p, ignore_errors=True)
-    for p in d.glob("*.safetensors"):
+    for p in d.glob("*.safetensors"):  # the trained weights are not needed after evaluation
         p.unlink()
-    for p in d.iterdir():
+    for p in d.iterdir():  # emb, index, checkpoints, best, the ST model
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
-    done.write_text(json.dumps(rec, indent=2))
+    (d / "bench.json").write_text(json.dumps(rec, indent=2))
     print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"].items())
           + f" hub {rec['hub_rate']:.4f}", flush=True)
     return rec

@@ -39,6 +39,7 @@ import bench_refresh as br  # noqa: E402
 import paired  # noqa: E402
 from _common import EVAL, RESULTS, WIKI, WORK, machine  # noqa: E402
 from bench_squad_zeroshot import combined_corpus  # noqa: E402
+from dpr_xrisk.train.config import toml_text  # noqa: E402
 
 BASE = WORK / "full"
 PROTOCOL = "full-1"
@@ -131,18 +132,9 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     name = system if spec is None else f"{system}-s{seed}"
     d = BASE / "runs" / name
     settings = settings_of(args, data, system, seed, steps)
-    done = d / "bench.json"
-    if done.exists():
-        old = json.loads(done.read_text())
-        if old.get("settings") == settings:
-            print(f"[{name}] reusing {done}", flush=True)
-            return old
-        if old.get("settings", {}).get("protocol") != PROTOCOL:
-            print(f"[{name}] a run of another protocol is in the way; it is replaced", flush=True)
-    if not ((d / "settings.json").exists() and json.loads((d / "settings.json").read_text()) == settings):
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-        (d / "settings.json").write_text(json.dumps(settings))
+    finished = common.open_run(d, settings, name)  # a run of another protocol never matches: replaced
+    if finished is not None:
+        return finished
     log, rec = d / "bench.log", {"settings": settings}
     print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
     model: str | Path = "minilm"
@@ -158,7 +150,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
         if cfg.get("negatives") == "bm25":
             cfg["bm25_index"] = data["bm25"]
         if not (d / "dpr_xrisk.json").exists():
-            (d / "config.toml").write_text(bd.toml(cfg))
+            (d / "config.toml").write_text(toml_text(cfg))
             ckpt = d / "checkpoints"
             resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
             recipe = ["--recipe", spec["recipe"]] if spec.get("recipe") else []
@@ -174,7 +166,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     evaluate(args, data, d, model, log, rec)
     for p in list(d.glob("*.safetensors")) + [d / "checkpoints", d / "best"]:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    done.write_text(json.dumps(rec, indent=2))
+    (d / "bench.json").write_text(json.dumps(rec, indent=2))
     print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"]["dense"].items())
           + f" hub {rec['hub_rate']:.4f}", flush=True)
     return rec

@@ -42,3 +42,28 @@ def test_unknown_recipe_is_one_line_exit_2():
 def test_train_without_out_is_a_clear_error():
     r = runner.invoke(app, ["train", "--train", "a.json"])
     assert r.exit_code == 2 and "--out" in r.output
+
+
+def test_missing_dev_corpus_is_an_input_error_before_training(tiny_model_dir, tmp_path):
+    from conftest import SAMPLE
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.train.trainer import train
+
+    import pytest
+
+    cfg = TrainConfig(train=(str(SAMPLE / "biencoder-train.json"),), dev=str(SAMPLE / "dev.qa.tsv"),
+                      dev_corpus=str(tmp_path / "missing.tsv"), model=str(tiny_model_dir), batch_size=8, max_steps=1)
+    with pytest.raises(InputError, match="missing.tsv"):
+        train(cfg, tmp_path / "o", progress=False)
+    assert not (tmp_path / "o" / "train_log.jsonl").exists()
+
+
+def test_recipe_with_an_unknown_key_names_the_recipe(monkeypatch, tmp_path):
+    import pytest
+
+    from dpr_xrisk.errors import InputError
+
+    (tmp_path / "bad.toml").write_text("loss = \"dpm\"\nno_such_key = 1\n")
+    monkeypatch.setattr(recipes, "HERE", tmp_path)
+    with pytest.raises(InputError, match="unknown recipe 'bad' key\\(s\\) \\['no_such_key'\\]"):
+        TrainConfig.load(None, {"train": ["a.json"]}, recipe="bad")

@@ -206,23 +206,28 @@ class TrainConfig:
 
     def to_toml(self) -> str:
         """The resolved config as TOML, readable back by ``--config`` (unset keys as comments)."""
-        def val(v):
-            if isinstance(v, bool):
-                return "true" if v else "false"
-            if isinstance(v, (int, float)):
-                return repr(v)
-            if isinstance(v, (list, tuple)):
-                return "[" + ", ".join(val(x) for x in v) + "]"
-            return json.dumps(str(v))
-
-        return "".join(f"# {k} = (unset)\n" if v is None else f"{k} = {val(v)}\n"
-                       for k, v in dataclasses.asdict(self).items())
+        return toml_text(dataclasses.asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
     def resolved_tau(self, normalize: bool) -> float:
         return self.tau if self.tau is not None else (0.05 if normalize else 1.0)
+
+
+def toml_text(values: dict) -> str:
+    """Flat ``key = value`` TOML for config values (bool, int, float, str, lists of them); a None
+    value, which TOML cannot hold, is written as a comment ``# key = (unset)``."""
+    def val(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        return json.dumps(str(v))
+
+    return "".join(f"# {k} = (unset)\n" if v is None else f"{k} = {val(v)}\n" for k, v in values.items())
 
 
 # keys that must agree between a checkpoint and the config resuming it (the rest may change,
