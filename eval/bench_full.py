@@ -94,9 +94,11 @@ def prepare(args) -> dict:
 
 def settings_of(args, data, system, seed, steps) -> dict:
     s = {"system": system, "protocol": PROTOCOL, "test_questions": data["test_questions"],
-         "eval_passages": data["eval_passages"], "train_questions": data["train_questions"], "tiny": args.tiny}
+         "eval_passages": data["eval_passages"], "train_questions": data["train_questions"], "tiny": args.tiny,
+         "bf16_encode": bool(args.bf16_encode or args.bf16)}
     if SYSTEMS[system][1] is not None:
-        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size)
+        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size,
+                 bf16_train=args.bf16)
     return s
 
 
@@ -104,7 +106,7 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
     emb, idx, run = d / "emb", d / "index", d / "run.json"
     if not (run.exists() and (d / "eval.json").exists()):
         br.cli(["encode", "--model", model, "--corpus", data["eval_corpus"], "--out", emb, "--threads", args.threads,
-                "--batch-size", 64, "--bf16" if args.bf16_encode else "--fp32"], log)
+                "--batch-size", 64, "--bf16" if (args.bf16_encode or args.bf16) else "--fp32"], log)
         br.cli(["index", "--embeddings", emb, "--out", idx, "--threads", args.threads, "--overwrite"], log)
         br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run], log)
     runs = {"dense": run}
@@ -145,6 +147,8 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
                    batch_size=args.batch_size,
                    epochs=args.epochs, seed=seed, threads=args.threads, save_every=args.save_every,
                    eval_every=args.eval_every, model="minilm")
+        if args.bf16:
+            cfg["bf16"] = True
         if steps:
             cfg["max_steps"] = steps
         if cfg.get("negatives") == "bm25":
@@ -208,6 +212,8 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--bf16-encode", action="store_true", help="bfloat16 evaluation encoding (fast on CPUs with AMX)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bfloat16 autocast for training, refresh and evaluation encoding (fast on CPUs with AMX)")
     ap.add_argument("--tiny", action="store_true", help="a toy slice that checks the whole pipeline in minutes")
     args = ap.parse_args()
     args.command = "python eval/bench_full.py " + " ".join(sys.argv[1:])
