@@ -94,21 +94,45 @@ def release_free_memory() -> None:
 
 
 def corpus_fingerprint(path: str | Path) -> str:
-    """Size + mtime + head hash: cheap, and enough to notice a different corpus."""
+    """Size + hashes of the first and last MiB: cheap, and enough to tell two corpora apart
+    (two files of one size that differ only in their middle are not told apart)."""
     import hashlib
 
-    p = Path(path)
-    p = p / "corpus.jsonl" if p.is_dir() else p
+    from dpr_xrisk.io.passages import corpus_file
+
+    p = corpus_file(path)  # a missing file is an InputError naming it
     st = p.stat()
     with open(p, "rb") as f:
         head = hashlib.sha256(f.read(1 << 20)).hexdigest()[:16]
-    return f"{st.st_size}-{head}"
+        f.seek(max(0, st.st_size - (1 << 20)))
+        tail = hashlib.sha256(f.read(1 << 20)).hexdigest()[:16]
+    return f"{st.st_size}-{head}-{tail}"
+
+
+def same_corpus(a: str | None, b: str | None) -> bool:
+    """Whether two corpus fingerprints name one corpus (older ones lack the tail hash)."""
+    if not a or not b:
+        return False
+    pa, pb = a.split("-"), b.split("-")
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def _remove_shard(out: Path, shard_id: int, num_shards: int) -> None:
+    for kind, ext in (("embeddings", "npy"), ("ids", "txt"), ("meta", "json"), ("progress", "json")):
+        f = out / shard_name(kind, shard_id, num_shards, ext)
+        for g in (f, Path(f"{f}.partial")):
+            g.unlink(missing_ok=True)
 
 
 def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_size: int = 128,
                   dtype: str = "float32", bf16: bool = False, shard_id: int = 0, num_shards: int = 1,
-                  chunk_size: int = CHUNK, progress: bool = True, model_name: str = "") -> Path:
-    """Encode one shard of ``corpus`` into ``out_dir``; returns the shard's meta path."""
+                  chunk_size: int = CHUNK, progress: bool = True, model_name: str = "", overwrite: bool = False) -> Path:
+    """Encode one shard of ``corpus`` into ``out_dir``; returns the shard's meta path.
+
+    A finished shard of the same model and corpus is kept as it is; one of another model or
+    corpus is an error (``overwrite``: encoded again). An unfinished one resumes only when model,
+    corpus and count all match."""
     import torch  # noqa: F401  (fail early if torch is missing)
     from tqdm import tqdm
 
@@ -119,8 +143,21 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta_path = out / shard_name("meta", shard_id, num_shards, "json")
+    fingerprint, corpus_fp = encoder.fingerprint(), corpus_fingerprint(corpus)
     if meta_path.exists():
-        return meta_path  # finished shards are never redone
+        from dpr_xrisk.io.common import load_json
+
+        old = load_json(meta_path)
+        if isinstance(old, dict) and old.get("fingerprint") == fingerprint \
+                and same_corpus(old.get("corpus_fingerprint"), corpus_fp):
+            return meta_path  # finished shards are never redone
+        if not overwrite:
+            old = old if isinstance(old, dict) else {}
+            what = f"model ({old.get('model')})" if old.get("fingerprint") != fingerprint else f"corpus ({old.get('corpus')})"
+            raise InputError(f"this folder holds a finished encoding of another {what}; "
+                             "use --overwrite to replace it, or a new --out", out)
+    if overwrite:
+        _remove_shard(out, shard_id, num_shards)
     emb_path = out / shard_name("embeddings", shard_id, num_shards, "npy")
     ids_path = out / shard_name("ids", shard_id, num_shards, "txt")
     partial, ids_partial = Path(f"{emb_path}.partial"), Path(f"{ids_path}.partial")
@@ -131,11 +168,12 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         raise InputError("corpus has no passages", corpus)
     start, end = shard_range(total, shard_id, num_shards)
     count, dim = end - start, encoder.dim
-    fingerprint = encoder.fingerprint()
 
     state = json.loads(progress_path.read_text()) if progress_path.exists() and partial.exists() else None
-    if state and (state["fingerprint"] != fingerprint or state["count"] != count):
-        raise InputError("an unfinished run with another model or corpus is in this folder; use a new --out", out)
+    if state and (state["fingerprint"] != fingerprint or state["count"] != count
+                  or not same_corpus(state.get("corpus_fingerprint"), corpus_fp)):
+        raise InputError("an unfinished run with another model or corpus is in this folder; "
+                         "use --overwrite to start again, or a new --out", out)
     done = state["chunks_done"] if state else 0
     before = state.get("seconds", 0.0) if state else 0.0  # encoding time of earlier (killed) sessions
     if state:
@@ -170,7 +208,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
             vectors.flush()
             with open(ids_partial, "a", encoding="utf-8") as f:
                 f.write("".join(p.id + "\n" for p in chunk))
-            state = {"fingerprint": fingerprint, "count": count, "chunks_done": chunk_idx + 1,
+            state = {"fingerprint": fingerprint, "corpus_fingerprint": corpus_fp, "count": count, "chunks_done": chunk_idx + 1,
                      "ids_bytes": ids_partial.stat().st_size, "seconds": before + time.perf_counter() - t0}
             with atomic_write(progress_path) as f:
                 json.dump(state, f)
@@ -185,8 +223,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         "model": model_name or encoder.settings.base_model, "fingerprint": fingerprint,
         "settings": asdict(encoder.settings), "dim": dim, "dtype": dtype,
         "similarity": encoder.settings.similarity, "count": count, "shard_id": shard_id,
-        "num_shards": num_shards, "range": [start, end], "corpus": str(corpus),
-        "corpus_fingerprint": corpus_fingerprint(corpus), "corpus_size": total,
+        "num_shards": num_shards, "range": [start, end], "corpus": str(Path(corpus).resolve()),
+        "corpus_fingerprint": corpus_fp, "corpus_size": total,
         "seconds": round(before + time.perf_counter() - t0, 3), "bf16": bf16,  # all sessions of a resumed run
     }
     write_json(meta_path, meta)

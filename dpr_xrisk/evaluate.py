@@ -61,9 +61,31 @@ def answer_hits(run, records, questions=None, passages=None, regex: bool = False
     return hits
 
 
+def _missing(kind: str, missing: list[str], path, strict: bool) -> None:
+    if missing and strict:
+        raise InputError(f"{len(missing)} question(s) of the {kind} are not in the run, e.g. {missing[0]!r} "
+                         "(--no-strict scores them as misses)", path)
+
+
+def check_ks(ks: Sequence[int], flag: str = "--k") -> None:
+    bad = [k for k in ks if not isinstance(k, int) or k < 1]
+    if bad:
+        raise InputError(f"{flag} must be a positive integer, got {bad[0]!r}")
+    if not ks:
+        raise InputError(f"{flag}: give at least one cut-off")
+
+
 def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[int] = DEFAULT_KS,
-                 qrels_ks: Sequence[int] = DEFAULT_QRELS_KS, regex: bool = False, per_question: bool = False) -> dict:
+                 qrels_ks: Sequence[int] = DEFAULT_QRELS_KS, regex: bool = False, per_question: bool = False,
+                 strict: bool = True) -> dict:
+    """Score one run. Denominators are never changed in silence: a question of ``questions`` or
+    ``qrels`` that the run lacks is an error (``strict``) or a miss counted in ``n`` and reported as
+    ``missing_in_run``; a run question unknown to them is always an error."""
+    check_ks(ks)
+    check_ks(qrels_ks, "--qrels-k")
     run, records = read_any_run(path)
+    if not run:
+        raise InputError("the run holds no questions", path)
     result: dict = {"run": str(path), "num_questions": len(run), "metrics": {}}
     known = {q.qid for q in questions} if questions is not None else None
     if known is not None and records is None:
@@ -71,6 +93,11 @@ def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[i
         if unknown:
             raise InputError(f"run names {len(unknown)} question id(s) not in the questions file, e.g. {unknown[0]!r}", path)
     if records is not None or (questions is not None and passages is not None):
+        if records is None:
+            missing = sorted(known - set(run))
+            _missing("questions file", missing, path, strict)
+            if missing:
+                result["missing_in_run"] = len(missing)
         hits = answer_hits(run, records, questions, passages, regex)
         acc = dpr_topk_accuracy(hits, ks)
         result["metrics"].update({f"top{k}": v for k, v in acc.items()})
@@ -81,10 +108,35 @@ def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[i
         unknown = sorted(set(run) - set(qrels))
         if unknown:
             raise InputError(f"run names {len(unknown)} question id(s) absent from the qrels, e.g. {unknown[0]!r}", path)
+        judged = [q for q, docs in qrels.items() if any(r >= 1 for r in docs.values())]
+        if not judged:
+            raise InputError("the qrels hold no relevant judgement (relevance >= 1)")
+        missing = sorted(set(judged) - set(run))
+        _missing("qrels", missing, path, strict)
+        if missing:
+            result["missing_in_run"] = max(result.get("missing_in_run", 0), len(missing))
+        has_accuracy = bool(result["metrics"])
         # trec_eval ranks by score (ties by docid), not by the file's rank column; so do we
         scored = {q: dict(hits_) for q, hits_ in run.items()}
         result["metrics"].update(qrels_metrics(qrels, scored, qrels_ks))
+        if not has_accuracy:
+            result["num_questions"] = len(judged)
+        elif len(judged) != result["num_questions"]:
+            result["num_qrels_questions"] = len(judged)  # the qrels metrics' own denominator
     if not result["metrics"]:
         raise InputError("nothing to compute: give --answers and --corpus (DPR accuracy), or --qrels, or a DPR JSON run")
     return result
 
+
+def check_qrels_docs(qrels, corpus) -> None:
+    """Every judged document must be in the corpus: a qrels file for another corpus scores zeros."""
+    from dpr_xrisk.io.passages import read_passages
+
+    wanted = {d for docs in qrels.values() for d in docs}
+    for p in read_passages(corpus, check_duplicates=False):
+        wanted.discard(p.id)
+        if not wanted:
+            return
+    if wanted:
+        raise InputError(f"the qrels judge {len(wanted)} document id(s) not in the corpus, e.g. {sorted(wanted)[0]!r}",
+                         corpus)

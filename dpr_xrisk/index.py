@@ -128,8 +128,17 @@ def load_index(index_dir: str | Path):
     for name in ("index.faiss", "ids.txt", "meta.json"):
         if not (d / name).exists():
             raise InputError(f"not an index folder (no {name})", d)
-    meta = json.loads((d / "meta.json").read_text())
-    index = faiss.read_index(str(d / "index.faiss"))
+    from dpr_xrisk.io.common import load_json
+
+    meta = load_json(d / "meta.json")  # a truncated file is a located InputError
+    missing = [k for k in ("dim", "fingerprint", "model") if not isinstance(meta, dict) or k not in meta]
+    if missing:
+        raise InputError(f"index meta lacks {missing} (not written by `dpr-xrisk index`, or damaged)", d / "meta.json")
+    try:
+        index = faiss.read_index(str(d / "index.faiss"))
+    except RuntimeError as e:
+        raise InputError(f"cannot read the FAISS index (truncated or damaged?): {str(e).strip().splitlines()[-1]}",
+                         d / "index.faiss") from None
     ids = (d / "ids.txt").read_text(encoding="utf-8").splitlines()
     if len(ids) != index.ntotal:
         raise InputError(f"index holds {index.ntotal} vectors but ids.txt {len(ids)} ids", d)

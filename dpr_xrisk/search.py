@@ -5,6 +5,7 @@ Runs are ``{qid: [(docid, score), ...]}`` in rank order (see :mod:`dpr_xrisk.io.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -23,6 +24,24 @@ def check_compatible(encoder, meta: dict) -> None:
     if encoder.fingerprint() != meta["fingerprint"]:
         raise InputError(f"index was built with another model ({meta.get('model')!r}, fingerprint {meta['fingerprint']}); "
                          f"this encoder's fingerprint is {encoder.fingerprint()}")
+
+
+def corpus_for_json(meta: dict, corpus=None, allow_mismatch: bool = False) -> Path:
+    """The passage texts behind an index's ids: ``corpus`` if given (it must be the indexed one:
+    its fingerprint is in the index), else the corpus path the index records. Checked before any
+    search runs, so a wrong corpus never costs a search nor scores has_answer against other texts."""
+    from dpr_xrisk.encode import corpus_fingerprint, same_corpus
+
+    if corpus is None:
+        corpus = Path(meta["corpus"])
+        if not corpus.exists():
+            raise InputError(f"the corpus recorded in the index ({corpus}) is not there; give --corpus")
+    elif not Path(corpus).exists():
+        raise InputError("file not found", corpus)
+    if not same_corpus(meta.get("corpus_fingerprint"), corpus_fingerprint(corpus)) and not allow_mismatch:
+        raise InputError("is not the corpus this index was encoded from (fingerprints differ); "
+                         "--allow-corpus-mismatch to use it anyway", corpus)
+    return Path(corpus)
 
 
 def dense_search(encoder, index, ids: Sequence[str], meta: dict, questions, k: int = 100,

@@ -66,13 +66,20 @@ def test_end_to_end_on_squad(tiny_model_dir, squad_dir, tmp_path):
     DualEncoder.load(tiny_model_dir, passage_max_length=128).save(model)
     head = (squad_dir / "test.qa.tsv").read_text().splitlines()[:200]
     (tmp_path / "q.tsv").write_text("\n".join(head) + "\n")
+    qrels = [x for x in (squad_dir / "test.qrels.tsv").read_text().splitlines() if int(x.split()[0]) < 200]
+    (tmp_path / "qrels.tsv").write_text("\n".join(qrels) + "\n")
     run_ok("encode", "--model", model, "--corpus", squad_dir / "passages.tsv", "--out", tmp_path / "emb", "--num-shards", 2, "--shard-id", 0)
     run_ok("encode", "--model", model, "--corpus", squad_dir / "passages.tsv", "--out", tmp_path / "emb", "--num-shards", 2, "--shard-id", 1)
     run_ok("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx", "--factory", "HNSW32")
     run_ok("search", "--index", tmp_path / "idx", "--queries", tmp_path / "q.tsv", "--ef-search", 128,
            "--out-json", tmp_path / "run.json")
-    out = run_ok("evaluate", "--run", tmp_path / "run.json", "--qrels", squad_dir / "test.qrels.tsv", "--out", tmp_path / "e.json")
-    m = json.loads((tmp_path / "e.json").read_text())["results"][0]["metrics"]
+    # the full qrels hold 3,044 questions the run lacks: an error, never a mean over 3,244 with 3,044 zeros
+    assert "3044 question(s) of the qrels are not in the run" in run_error(
+        "evaluate", "--run", tmp_path / "run.json", "--qrels", squad_dir / "test.qrels.tsv")
+    out = run_ok("evaluate", "--run", tmp_path / "run.json", "--qrels", tmp_path / "qrels.tsv", "--out", tmp_path / "e.json")
+    res = json.loads((tmp_path / "e.json").read_text())["results"][0]
+    m = res["metrics"]
+    assert res["num_questions"] == 200 and "num_qrels_questions" not in res
     assert set(m) >= {"top1", "top100", "recall@10", "mrr@10", "ndcg@10"} and 0 <= m["top1"] <= m["top100"] <= 1
 
 
@@ -122,7 +129,8 @@ def test_cli_bad_inputs_exit_2_with_one_line(tmp_path, tiny_model_dir, built):
     assert not (tmp_path / "r").exists()
     (tmp_path / "run.trec").write_text("0 Q0 zzz 1 1.0 t\n")
     assert "'zzz', which is not in the corpus" in run_error(
-        "evaluate", "--run", tmp_path / "run.trec", "--answers", SAMPLE / "test.qa.tsv", "--corpus", SAMPLE / "passages.tsv")
+        "evaluate", "--run", tmp_path / "run.trec", "--answers", SAMPLE / "test.qa.tsv", "--corpus", SAMPLE / "passages.tsv",
+        "--no-strict")
     (tmp_path / "qrels.txt").write_text("5 0 s1 1\n")
     assert "absent from the qrels" in run_error("evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt")
     assert "not an index folder" in run_error("search", "--index", tmp_path, "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r")

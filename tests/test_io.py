@@ -79,7 +79,7 @@ BAD = [
     ("p.jsonl", '{"contents": "x"}\n', read_passages, "p.jsonl:1: missing required field 'id'"),
     ("p.tsv", "id\ttext\ttitle\na\t \tT\n", read_passages, "p.tsv:2: passage 'a' has empty text"),
     ("p.tsv", "id\ttext\ttitle\na\tx\tT\na\ty\tT\n", read_passages, "p.tsv:3: duplicate passage id 'a'"),
-    ("p.tsv", "id\ttext\ttitle\nonlyid\n", read_passages, "p.tsv:2: expected 'id<TAB>text<TAB>title'"),
+    ("p.tsv", "id\ttext\ttitle\nonlyid\n", read_passages, "p.tsv:2: expected 3 tab-separated fields"),
     ("p.parquet", "x", read_passages, "unknown corpus format"),
     ("q.tsv", "ok\t[\"a\"]\n\t[\"b\"]\n", read_questions, "q.tsv:2: empty question text"),
     ("q.tsv", "ok\t[\"a\"\n", read_questions, "q.tsv:1: answers must be a list"),

@@ -1,11 +1,20 @@
 """The ``dpr-xrisk`` command line: one Typer app, one module per command.
 
 Commands stay thin (parse, call the library, print); heavy imports happen inside them so that
-``--help`` is instant. Bad input raises :class:`~dpr_xrisk.errors.InputError`, which this app
-prints as one line (``error: <file>:<line>: <problem>``) with exit code 2, never a traceback.
+``--help`` is instant. One error boundary (:class:`_Group`) turns every failure into one line on
+stderr, never a traceback:
+
+- exit 2, something the user must fix: bad input (:class:`~dpr_xrisk.errors.InputError`,
+  ``error: <file>:<line>: <problem>``), an unreadable or unwritable path (``OSError``), a
+  parameter Java/Lucene rejects, and Typer's own usage errors;
+- exit 1, an internal error (a bug): the line names it and says how to see the traceback
+  (``DPR_XRISK_DEBUG=1``, which re-raises every error);
+- exit 130 on Ctrl-C.
 """
 
 from __future__ import annotations
+
+import os
 
 import typer
 from typer.core import TyperGroup
@@ -13,16 +22,41 @@ from typer.core import TyperGroup
 from dpr_xrisk.errors import InputError
 
 
+def _fail(message: str, code: int):
+    try:  # end any progress bar first, so the error starts its own line
+        from tqdm import tqdm
+
+        for bar in list(getattr(tqdm, "_instances", ())):
+            bar.leave = False
+            bar.close()
+    except Exception:  # noqa: BLE001 - the error line matters more than the bar
+        pass
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
 class _Group(TyperGroup):
-    """Turns InputError into a one-line message and exit code 2, for every sub-command
-    (usage errors keep Typer's own exit code 2)."""
+    """The error boundary of every sub-command (see the module docstring)."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except InputError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from None
+        except Exception as e:
+            # Typer's own exits and usage errors (it vendors click: match by class name)
+            if any(c.__name__ in ("Exit", "Abort", "ClickException") for c in type(e).__mro__):
+                raise
+            if os.environ.get("DPR_XRISK_DEBUG"):
+                raise
+            if isinstance(e, InputError):
+                _fail(str(e), 2)
+            if isinstance(e, OSError):
+                where = f"{e.filename}: " if e.filename else ""
+                _fail(f"{where}{e.strerror or e}", 2)
+            if type(e).__name__ == "JavaException":  # pyserini/Lucene refusing a parameter or file
+                _fail(f"Lucene: {str(e).splitlines()[0] if str(e) else type(e).__name__}", 2)
+            _fail(f"internal error: {type(e).__name__}: {e} -- a bug; DPR_XRISK_DEBUG=1 shows the traceback", 1)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
 
 
 app = typer.Typer(cls=_Group, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,

@@ -31,8 +31,8 @@ def bm25_search(
     out_json: OutJson = None,
     corpus: Annotated[Path | None, typer.Option("--corpus", "-c", help="Passage texts for --out-json; default: the indexed corpus.")] = None,
     k: K = 100,
-    k1: Annotated[float, typer.Option(help="BM25 k1.")] = 0.9,
-    b: Annotated[float, typer.Option(help="BM25 b.")] = 0.4,
+    k1: Annotated[float, typer.Option(min=0.0, help="BM25 k1 (term-frequency saturation, >= 0).")] = 0.9,
+    b: Annotated[float, typer.Option(min=0.0, max=1.0, help="BM25 b (length normalisation, 0..1).")] = 0.4,
     threads: Annotated[int, typer.Option(min=1, help="Search threads.")] = 2,
 ):
     """Retrieve the top-k passages per question with BM25."""

@@ -20,6 +20,7 @@ def encode(
     threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
     pooling: Pooling = None,
     normalize: Normalize = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a finished or unfinished encoding of another model or corpus in --out (otherwise an error).")] = False,
 ):
     """Encode a corpus into an embeddings folder (.npy + ids + meta.json).
 
@@ -35,7 +36,8 @@ def encode(
         torch.set_num_threads(threads)
     encoder = load_encoder(model, pooling, normalize)
     meta = encode_corpus(encoder, corpus, out, batch_size=batch_size, dtype=dtype, bf16=bf16,
-                         shard_id=shard_id, num_shards=num_shards, model_name=model)
+                         shard_id=shard_id, num_shards=num_shards, model_name=model,
+                         overwrite=overwrite)
     typer.echo(f"wrote {meta}")
 
 

@@ -19,10 +19,11 @@ def evaluate(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write all results as JSON here.")] = None,
     per_question: Annotated[bool, typer.Option(help="Include each question's first answer-bearing rank in --out.")] = False,
     regex: Annotated[bool, typer.Option(help="Answers are regular expressions (CuratedTREC).")] = False,
+    strict: Annotated[bool, typer.Option("--strict/--no-strict", help="A question of --answers or --qrels missing from the run is an error (--strict) or a miss counted in n (--no-strict, the table says how many).")] = True,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also write one PNG chart: top-k accuracy vs the evaluated k's (or recall/MRR/nDCG bars). Full reports: `dpr-xrisk report`.")] = None,
 ):
     """Score runs: DPR top-k accuracy (answers) and recall/MRR/nDCG (qrels), as a table and JSON."""
-    from dpr_xrisk.evaluate import evaluate_run, read_any_run
+    from dpr_xrisk.evaluate import check_ks, check_qrels_docs, evaluate_run, read_any_run
     from dpr_xrisk.io.common import write_json
     from dpr_xrisk.io.questions import read_questions
     from dpr_xrisk.io.trec import read_qrels
@@ -32,15 +33,26 @@ def evaluate(
         from dpr_xrisk.errors import InputError
 
         raise InputError("--plot writes a PNG image: give a path ending in .png", plot)
+    check_ks(k)
+    check_ks(qrels_k, "--qrels-k")
     questions = read_questions(answers) if answers else None
     judged = read_qrels(qrels) if qrels else None
+    if judged is not None and corpus is not None:
+        check_qrels_docs(judged, corpus)
     passages = None
     if questions is not None and corpus is not None:
         wanted = {d for r in run for hits in read_any_run(r)[0].values() for d, _ in hits}
         passages = load_passage_texts(corpus, wanted)
     results = [evaluate_run(r, questions, passages, judged, ks=k, qrels_ks=qrels_k, regex=regex,
-                            per_question=per_question) for r in run]
+                            per_question=per_question, strict=strict) for r in run]
     typer.echo(format_table(results))
+    for r in results:
+        if r.get("missing_in_run"):
+            typer.echo(f"note: {Path(r['run']).name}: {r['missing_in_run']} question(s) missing from the run, "
+                       "scored as misses (included in n)", err=True)
+        if r.get("num_qrels_questions"):
+            typer.echo(f"note: {Path(r['run']).name}: the qrels metrics average over {r['num_qrels_questions']} "
+                       "judged question(s)", err=True)
     if out is not None:
         write_json(out, {"results": results, "command": shlex.join(["dpr-xrisk", *sys.argv[1:]])})
         typer.echo(f"wrote {out}", err=True)

@@ -28,18 +28,23 @@ def search(
     fusion: Fusion = "rrf",
     alpha: Alpha = 0.5,
     depth: Annotated[int, typer.Option(min=1, help="Candidates taken from each run before fusion.", rich_help_panel=Hybrid)] = 1000,
+    allow_corpus_mismatch: Annotated[bool, typer.Option("--allow-corpus-mismatch", help="Accept a --corpus other than the indexed one (has_answer is then scored against its texts).")] = False,
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
     from dpr_xrisk.index import load_indexes, set_search_params
     from dpr_xrisk.io.questions import read_questions
-    from dpr_xrisk.search import check_compatible, dense_search, fuse
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.search import check_compatible, corpus_for_json, dense_search, fuse
 
     questions = read_questions(queries)
     loaded = load_indexes(index)
     for faiss_index, _, _ in loaded:
         set_search_params(faiss_index, ef_search, nprobe)
     faiss_index, ids, meta = loaded[0]
-    encoder = load_encoder(model or meta["model"])
+    texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
+    # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
+    recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
+    encoder = DualEncoder.load(model or meta["model"], **recorded)
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
                        batch_size=batch_size, bf16=bf16, more=loaded[1:])
@@ -52,7 +57,7 @@ def search(
         tag = f"hybrid-{fusion}"
     from dpr_xrisk.cli._options import write_outputs
 
-    write_outputs(run, questions, corpus or meta["corpus"], out_run, out_json, tag)
+    write_outputs(run, questions, texts_from, out_run, out_json, tag)
 
 
 def fuse_runs(

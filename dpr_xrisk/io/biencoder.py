@@ -38,6 +38,9 @@ def read_biencoder(path: str | Path) -> list[dict]:
         answers = rec.get("answers", [])
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError(f"record {i}: 'answers' must be a list of strings", p, where)
+        if any(not a.strip() for a in answers):
+            raise InputError(f"record {i}: empty answer string (it would count every passage as answer-bearing)",
+                             p, where)
         clean = {"question": question.strip(), "answers": answers}
         for key in CTX_LISTS:
             ctxs = rec.get(key, [])

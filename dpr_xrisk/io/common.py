@@ -3,6 +3,7 @@ JSON lines with located errors, and atomic writes (temp file + rename) for files
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -33,15 +34,26 @@ def check_file(path: str | Path) -> Path:
 
 
 def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, line without its newline); undecodable bytes are an error."""
+    """Yield (1-based line number, line without its line break).
+
+    ``\n`` is the only line break: a bare ``\r`` inside a line stays in its text (it never splits
+    a record), a ``\r\n`` ending is one break. A UTF-8 byte-order mark at the start is dropped.
+    Undecodable bytes are an error naming their own line.
+    """
     p = check_file(path)
-    with open(p, encoding="utf-8", newline="") as f:
-        lineno = 0
-        try:
-            for lineno, line in enumerate(f, start=1):
-                yield lineno, line.rstrip("\r\n")
-        except UnicodeDecodeError as e:
-            raise InputError(f"not valid UTF-8 ({e.reason})", p, lineno + 1) from None
+    with open(p, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):  # binary files split on b"\n" only
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start + 1} of the line)", p, lineno) from None
+            if line.endswith("\n"):
+                line = line[:-1]
+                if line.endswith("\r"):
+                    line = line[:-1]
+            yield lineno, line
 
 
 def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
@@ -59,15 +71,19 @@ def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
 
 
 def load_json(path: str | Path):
-    """Load a whole JSON file; a syntax error names the line."""
+    """Load a whole JSON file (a UTF-8 byte-order mark is allowed); errors name the line."""
     p = check_file(path)
+    raw = p.read_bytes()
     try:
-        with open(p, encoding="utf-8") as f:
-            return json.load(f)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise InputError(f"not valid UTF-8 ({e.reason})", p, line) from None
+    del raw  # a large training file is not held twice while it is parsed
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"malformed JSON ({e.msg})", p, e.lineno) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not valid UTF-8 ({e.reason})", p) from None
 
 
 def require(obj: dict, key: str, path, line, kind=str):

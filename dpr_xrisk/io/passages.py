@@ -50,6 +50,9 @@ def read_passages(path: str | Path, check_duplicates: bool = True) -> Iterator[P
     for lineno, passage in reader(p):
         if not passage.id:
             raise InputError("empty passage id", p, lineno)
+        if any(c.isspace() for c in passage.id):
+            raise InputError(f"passage id {passage.id!r} contains whitespace (TREC runs and qrels could not hold it)",
+                             p, lineno)
         if not passage.text.strip():
             raise InputError(f"passage {passage.id!r} has empty text", p, lineno)
         if check_duplicates:
@@ -60,19 +63,39 @@ def read_passages(path: str | Path, check_duplicates: bool = True) -> Iterator[P
 
 
 def _read_tsv(p: Path) -> Iterator[tuple[int, Passage]]:
-    cols = None
+    """DPR's ``id<TAB>text<TAB>title`` (header optional; ``id<TAB>text`` without one). Every line
+    has the column count of the first (3 after the DPR header): an extra or missing column is an
+    error, never a silently dropped or shifted field. Blank lines (nothing but whitespace) are
+    skipped, as :func:`count_passages` skips them."""
+    ncols = None
     for lineno, line in numbered_lines(p):
         if not line.strip():
             continue
-        fields = next(csv.reader([line], delimiter="\t", quotechar='"'))
-        if cols is None:
-            cols = {"id": 0, "text": 1, "title": 2}
+        fields = _split_tsv(line, p, lineno)
+        if ncols is None:
             if [f.strip().lower() for f in fields] == DPR_HEADER:
+                ncols = 3
                 continue  # the DPR header line
-        if len(fields) < 2:
-            raise InputError(f"expected 'id<TAB>text<TAB>title', got {len(fields)} field(s)", p, lineno)
-        title = fields[2] if len(fields) > 2 else ""
+            if len(fields) not in (2, 3):
+                raise InputError(f"expected 'id<TAB>text<TAB>title' (or 'id<TAB>text'), got {len(fields)} field(s)",
+                                 p, lineno)
+            ncols = len(fields)
+        if len(fields) != ncols:
+            raise InputError(f"expected {ncols} tab-separated fields like the first line, got {len(fields)} "
+                             "(a tab or quote inside a text?)", p, lineno)
+        title = fields[2] if ncols == 3 else ""
         yield lineno, Passage(fields[0].strip(), fields[1], title)
+
+
+_CR = "\ue000"  # a private-use stand-in: the csv module refuses a bare \r in an unquoted field
+
+
+def _split_tsv(line: str, p: Path, lineno: int) -> list[str]:
+    try:
+        fields = next(csv.reader([line.replace("\r", _CR)], delimiter="\t", quotechar='"'))
+    except csv.Error as e:
+        raise InputError(f"malformed TSV line ({e})", p, lineno) from None
+    return [f.replace(_CR, "\r") for f in fields]
 
 
 def _read_jsonl(p: Path) -> Iterator[tuple[int, Passage]]:
@@ -126,17 +149,17 @@ def write_jsonl_collection(path: str | Path, passages: Iterable[Passage]) -> int
 
 
 def count_passages(path: str | Path) -> int:
-    """Count passages without parsing them (for sharding)."""
+    """Count passages without parsing them (for sharding and preallocation): exactly the number
+    :func:`read_passages` yields, by the same rules (blank lines skipped, DPR header not counted)."""
     p = corpus_file(path)
-    n = 0
-    with open(p, "rb") as f:
-        first = True
-        for raw in f:
-            if first and p.suffix.lower() != ".jsonl":
-                first = False
-                if raw.decode("utf-8", "replace").strip().lower().split("\t") == DPR_HEADER:
-                    continue
+    tsv = p.suffix.lower() != ".jsonl" and p.suffix.lower() != ".json"
+    n, first = 0, True
+    for _, line in numbered_lines(p):
+        if not line.strip():
+            continue
+        if first and tsv and [f.strip().lower() for f in line.split("\t")] == DPR_HEADER:
             first = False
-            if raw.strip():
-                n += 1
+            continue
+        first = False
+        n += 1
     return n

@@ -58,7 +58,16 @@ def parse_answers(cell: str, path, lineno) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
         raise InputError("answers must be a list of strings", path, lineno)
-    return tuple(value)
+    return check_answers(value, path, lineno)
+
+
+def check_answers(answers, path, lineno) -> tuple[str, ...]:
+    """An empty or whitespace-only answer would match every passage (DPR's has_answer finds the
+    empty token list at position 0): an error, never a silent 100 % accuracy."""
+    for a in answers:
+        if not a.strip():
+            raise InputError(f"empty answer string {a!r} (it would count every passage as a hit)", path, lineno)
+    return tuple(answers)
 
 
 def _read_qa_tsv(p: Path) -> list[Question]:
@@ -69,6 +78,8 @@ def _read_qa_tsv(p: Path) -> list[Question]:
         fields = line.split("\t")
         if len(fields) == 1 and p.suffix.lower() == ".csv":
             fields = next(csv.reader([line]))
+        if len(fields) > 2:
+            raise InputError(f"expected 'question<TAB>answers', got {len(fields)} fields", p, lineno)
         question = fields[0].strip()
         if not question:
             raise InputError("empty question text", p, lineno)
@@ -91,6 +102,7 @@ def _read_jsonl(p: Path) -> list[Question]:
             answers = [answers]
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("field 'answers' must be a list of strings", p, lineno)
+        check_answers(answers, p, lineno)
         out.append(Question(str(qid), text.strip(), tuple(answers)))
     return out
 

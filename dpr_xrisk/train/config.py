@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,11 +159,12 @@ class TrainConfig:
         bad = sorted(set(values) - set(cls.keys()))
         if bad:
             raise InputError(f"unknown {source} key(s) {bad}; valid: {', '.join(cls.keys())}")
+        hints = typing.get_type_hints(cls)
         fixed = {}
         for k, v in values.items():
             if k in ("train", "train_weights", "eval_ks") and v is not None:
                 v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
-            fixed[k] = v
+            fixed[k] = _typed(k, v, hints[k], source)
         try:
             return cls(**fixed)
         except TypeError as e:
@@ -213,6 +215,30 @@ class TrainConfig:
 
     def resolved_tau(self, normalize: bool) -> float:
         return self.tau if self.tau is not None else (0.05 if normalize else 1.0)
+
+
+_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(key: str, value, hint, source: str):
+    """``value`` checked against the field's type (``shared = "no"`` is an error, not a truthy
+    string); ints are accepted where a float is expected."""
+    args = typing.get_args(hint)
+    if type(None) in args:  # X | None
+        if value is None:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple:
+        inner = args[0]
+        return tuple(_typed(key, v, inner, source) for v in value)
+    ok = (isinstance(value, bool) if hint is bool else
+          isinstance(value, int) and not isinstance(value, bool) if hint is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if hint is float else
+          isinstance(value, hint))
+    if not ok:
+        raise InputError(f"{source}: {key!r} must be {_NAMES.get(hint, hint.__name__)}, got {value!r}")
+    return float(value) if hint is float else value
 
 
 def toml_text(values: dict) -> str:
