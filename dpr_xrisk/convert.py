@@ -7,8 +7,13 @@ line numbers of the QA file) and ``biencoder-<split>.json``. SQuAD can be split 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.biencoder import write_biencoder
@@ -16,6 +21,31 @@ from dpr_xrisk.io.common import load_json, write_json
 from dpr_xrisk.io.passages import Passage, read_passages, write_passages_tsv
 from dpr_xrisk.io.questions import Question, read_questions, write_qa_tsv
 from dpr_xrisk.io.trec import read_qrels, write_qrels
+
+
+@contextlib.contextmanager
+def staged(out_dir) -> Iterator[Path]:
+    """Write a conversion's files into a temp folder beside ``out_dir`` and move them in only when
+    all are written: a failed conversion leaves nothing behind (and creates no ``out_dir``)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a folder", out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+        out.mkdir(exist_ok=True)
+        for f in sorted(tmp.iterdir()):
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _squad_text(obj, key: str, path, where: str) -> str:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where}: missing or empty {key!r}", path)
+    return _norm(value)
 
 
 def _norm(s: str) -> str:
@@ -49,23 +79,28 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
     passages, splits = [], {"train": [], "test": []}
     for a, article in enumerate(data["data"]):
         title = _norm(str(article.get("title", "")).replace("_", " "))
+        if not isinstance(article, dict):
+            raise InputError(f"data[{a}] is not an article object", squad_json)
         for j, para in enumerate(article.get("paragraphs", [])):
-            psg = Passage(f"{id_prefix}-{a}-{j}", _norm(para["context"]), title)
+            where = f"data[{a}].paragraphs[{j}]"
+            psg = Passage(f"{id_prefix}-{a}-{j}", _squad_text(para, "context", squad_json, where), title)
             passages.append(psg)
-            for qa in para.get("qas", []):
-                answers = list(dict.fromkeys(_norm(x["text"]) for x in qa.get("answers", [])))
-                q = Question("", _norm(qa["question"]), tuple(answers))
+            for n, qa in enumerate(para.get("qas", [])):
+                at = f"{where}.qas[{n}]"
+                texts = [_squad_text(x, "text", squad_json, f"{at}.answers") for x in qa.get("answers", [])] \
+                    if isinstance(qa, dict) else []
+                answers = list(dict.fromkeys(texts))
+                q = Question("", _squad_text(qa, "question", squad_json, at), tuple(answers))
                 splits["test" if a in test_articles else "train"].append((q, [psg]))
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_passages_tsv(out / "passages.tsv", passages)
-    counts = {"passages": len(passages)}
-    for split, items in splits.items():
-        if items:
-            _write_split(out, split, items)
-            counts[split] = len(items)
-    write_json(out / "convert-meta.json", {"source": str(squad_json), "test_fraction": test_fraction, "seed": seed,
-                                           "test_articles": sorted(test_articles), **counts})
+    with staged(out_dir) as out:
+        write_passages_tsv(out / "passages.tsv", passages)
+        counts = {"passages": len(passages)}
+        for split, items in splits.items():
+            if items:
+                _write_split(out, split, items)
+                counts[split] = len(items)
+        write_json(out / "convert-meta.json", {"source": str(squad_json), "test_fraction": test_fraction, "seed": seed,
+                                               "test_articles": sorted(test_articles), **counts})
     return counts
 
 
@@ -79,28 +114,27 @@ def beir_to_dpr(beir_dir, out_dir, split: str = "test") -> dict:
         raise InputError(f"no qrels/{split}.tsv", beir)
     qrels = read_qrels(qrels_file)
     queries = {q.qid: q for q in read_questions(beir / "queries.jsonl")}
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    wanted = {d for docs in qrels.values() for d, r in docs.items() if r >= 1}
-    by_id = {}
+    with staged(out_dir) as out:
+        wanted = {d for docs in qrels.values() for d, r in docs.items() if r >= 1}
+        by_id = {}
 
-    def stream():
-        for p in read_passages(beir):
-            if p.id in wanted:
-                by_id[p.id] = p
-            yield p
+        def stream():
+            for p in read_passages(beir):
+                if p.id in wanted:
+                    by_id[p.id] = p
+                yield p
 
-    n = write_passages_tsv(out / "passages.tsv", stream())
-    items, qids = [], []
-    for qid, docs in qrels.items():
-        if qid not in queries:
-            raise InputError(f"qrels name query {qid!r}, which is not in queries.jsonl", qrels_file)
-        pos = [by_id[d] for d, r in docs.items() if r >= 1 and d in by_id]
-        missing = [d for d, r in docs.items() if r >= 1 and d not in by_id]
-        if missing:
-            raise InputError(f"qrels name passage {missing[0]!r}, which is not in corpus.jsonl", qrels_file)
-        items.append((queries[qid], pos))
-        qids.append(qid)
-    _write_split(out, split, items)
-    (out / "qid-map.tsv").write_text("".join(f"{i}\t{q}\n" for i, q in enumerate(qids)), encoding="utf-8")
+        n = write_passages_tsv(out / "passages.tsv", stream())
+        items, qids = [], []
+        for qid, docs in qrels.items():
+            if qid not in queries:
+                raise InputError(f"qrels name query {qid!r}, which is not in queries.jsonl", qrels_file)
+            pos = [by_id[d] for d, r in docs.items() if r >= 1 and d in by_id]
+            missing = [d for d, r in docs.items() if r >= 1 and d not in by_id]
+            if missing:
+                raise InputError(f"qrels name passage {missing[0]!r}, which is not in corpus.jsonl", qrels_file)
+            items.append((queries[qid], pos))
+            qids.append(qid)
+        _write_split(out, split, items)
+        (out / "qid-map.tsv").write_text("".join(f"{i}\t{q}\n" for i, q in enumerate(qids)), encoding="utf-8")
     return {"passages": n, split: len(items)}

@@ -262,3 +262,26 @@ def test_internal_error_is_exit_1_with_the_debug_hint(tmp_path, twenty_one, monk
     assert "internal error: ZeroDivisionError: a bug" in out and "DPR_XRISK_DEBUG=1" in out
     result = runner.invoke(app, ["evaluate", "--run", str(run), "--qrels", str(qrels)], env={"DPR_XRISK_DEBUG": "1"})
     assert isinstance(result.exception, ZeroDivisionError)
+
+
+# ---- nothing half-written ------------------------------------------------------------------------
+def test_squad_paragraph_without_context_is_a_located_error_and_writes_nothing(tmp_path):
+    squad = {"data": [{"title": "T", "paragraphs": [
+        {"context": "Some text.", "qas": [{"question": "what?", "answers": [{"text": "text"}]}]},
+        {"qas": [{"question": "who?", "answers": [{"text": "x"}]}]}]}]}
+    src = write(tmp_path / "squad.json", json.dumps(squad))
+    out = cli("convert", "squad", "--input", src, "--out", tmp_path / "out", code=2)
+    assert "data[0].paragraphs[1]: missing or empty 'context'" in out
+    assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["squad.json"]
+
+
+def test_failed_beir_conversion_leaves_no_partial_output(tmp_path):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    write(beir / "corpus.jsonl", '{"_id": "d1", "title": "T", "text": "one"}\n')
+    write(beir / "queries.jsonl", '{"_id": "q1", "text": "what?"}\n')
+    write(beir / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tmissing\t1\n")
+    (tmp_path / "out").mkdir()
+    assert "'missing', which is not in corpus.jsonl" in cli("convert", "beir", "--input", beir, "--out", tmp_path / "out",
+                                                            code=2)
+    assert list((tmp_path / "out").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["beir", "out"]

@@ -139,6 +139,9 @@ def test_resume_continues_to_the_same_weights(tiny_model_dir, tmp_path, loss, es
         assert torch.equal(a[k], b[k]), k
     log = [json.loads(l) for l in (tmp_path / "cut" / "train_log.jsonl").read_text().splitlines()]
     assert any(r.get("resumed") for r in log if r.get("event") == "start")
+    full = [json.loads(l) for l in (tmp_path / "full" / "train_log.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in log if "loss" in r]
+    assert steps == [r["step"] for r in full if "loss" in r] == list(range(1, 7))  # each step once (#15)
     if estimator == "fcco":  # the estimator state is restored exactly too
         from safetensors.torch import load_file
 

@@ -88,6 +88,28 @@ class JsonlLog:
             f.write(json.dumps(record) + "\n")
 
 
+def trim_log(path: Path, step: int) -> None:
+    """On resume from the checkpoint of ``step``: drop the records of the killed session that the
+    resumed one writes again (steps, evaluations and probes after ``step``; refreshes at or after
+    it, since the refresh of step S runs after the checkpoint of S), so every step is logged once."""
+    if not path.exists():
+        return
+    from dpr_xrisk.io.common import atomic_write
+
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by the kill
+        s = rec.get("step", 0)
+        if s > step or (rec.get("event") == "refresh" and s >= step and step > 0):
+            continue
+        keep.append(line + "\n")
+    with atomic_write(path) as f:
+        f.write("".join(keep))
+
+
 def prepare(cfg: TrainConfig):
     """Load model, data and negative pools; every bad input fails here, before step 1."""
     from dpr_xrisk.encoder import DualEncoder
@@ -294,6 +316,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     out.mkdir(parents=True, exist_ok=True)
     if ddp.main:
         (out / "config.json").write_text(cfg.to_json())
+        if resume and ckpts:
+            for name in ("train_log.jsonl", "refresh_log.jsonl"):
+                trim_log(out / name, state["step"])
     log = JsonlLog(out / "train_log.jsonl", enabled=ddp.main)
     log.write({"event": "start", "step": state["step"], "steps": steps, "tau": tau, "questions": total_q,
                "world_size": ddp.world,
