@@ -48,6 +48,13 @@ def _squad_text(obj, key: str, path, where: str) -> str:
     return _norm(value)
 
 
+def _squad_list(obj, key: str, path, where: str) -> list:
+    value = obj.get(key, []) if isinstance(obj, dict) else None
+    if not isinstance(value, list):
+        raise InputError(f"{where}: {key!r} must be a list", path)
+    return value
+
+
 def _norm(s: str) -> str:
     return " ".join(s.split())
 
@@ -78,19 +85,19 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
     test_articles = set(articles[:n_test])
     passages, splits = [], {"train": [], "test": []}
     for a, article in enumerate(data["data"]):
-        title = _norm(str(article.get("title", "")).replace("_", " "))
         if not isinstance(article, dict):
             raise InputError(f"data[{a}] is not an article object", squad_json)
-        for j, para in enumerate(article.get("paragraphs", [])):
+        title = _norm(str(article.get("title") or "").replace("_", " "))
+        for j, para in enumerate(_squad_list(article, "paragraphs", squad_json, f"data[{a}]")):
             where = f"data[{a}].paragraphs[{j}]"
             psg = Passage(f"{id_prefix}-{a}-{j}", _squad_text(para, "context", squad_json, where), title)
             passages.append(psg)
-            for n, qa in enumerate(para.get("qas", [])):
+            for n, qa in enumerate(_squad_list(para, "qas", squad_json, where)):
                 at = f"{where}.qas[{n}]"
-                texts = [_squad_text(x, "text", squad_json, f"{at}.answers") for x in qa.get("answers", [])] \
-                    if isinstance(qa, dict) else []
-                answers = list(dict.fromkeys(texts))
-                q = Question("", _squad_text(qa, "question", squad_json, at), tuple(answers))
+                question = _squad_text(qa, "question", squad_json, at)
+                texts = [_squad_text(x, "text", squad_json, f"{at}.answers[{m}]")
+                         for m, x in enumerate(_squad_list(qa, "answers", squad_json, at))]
+                q = Question("", question, tuple(dict.fromkeys(texts)))
                 splits["test" if a in test_articles else "train"].append((q, [psg]))
     with staged(out_dir) as out:
         write_passages_tsv(out / "passages.tsv", passages)

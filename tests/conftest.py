@@ -11,6 +11,14 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from hypothesis import settings as _hypothesis  # noqa: E402
+
+# fuzzed readers (tests/test_fuzz.py): bounded in the normal suite, deeper with
+# --hypothesis-profile=long (python eval/bench_fuzz.py)
+_hypothesis.register_profile("default", max_examples=40, deadline=None, derandomize=True)
+_hypothesis.register_profile("long", max_examples=2000, deadline=None)
+_hypothesis.load_profile("default")
+
 import torch  # noqa: E402
 
 # the tiny test models are fastest on one thread, and a busy machine oversubscribed by torch's

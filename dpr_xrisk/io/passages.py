@@ -91,11 +91,13 @@ _CR = "\ue000"  # a private-use stand-in: the csv module refuses a bare \r in an
 
 
 def _split_tsv(line: str, p: Path, lineno: int) -> list[str]:
+    """One line's fields, with DPR's csv quoting (``"a ""quoted"" text"``)."""
+    cr = "\r" in line
     try:
-        fields = next(csv.reader([line.replace("\r", _CR)], delimiter="\t", quotechar='"'))
+        fields = next(csv.reader([line.replace("\r", _CR) if cr else line], delimiter="\t", quotechar='"'))
     except csv.Error as e:
         raise InputError(f"malformed TSV line ({e})", p, lineno) from None
-    return [f.replace(_CR, "\r") for f in fields]
+    return [f.replace(_CR, "\r") for f in fields] if cr else fields
 
 
 def _read_jsonl(p: Path) -> Iterator[tuple[int, Passage]]:
@@ -128,12 +130,14 @@ def _clean(s: str) -> str:
 
 
 def write_passages_tsv(path: str | Path, passages: Iterable[Passage]) -> int:
-    """Write DPR's passages TSV (header ``id  text  title``); returns the count."""
+    """Write DPR's passages TSV (header ``id  text  title``) with DPR's csv quoting, so a text
+    holding or starting with ``"`` reads back exactly; returns the count."""
     n = 0
     with atomic_write(path) as f:
-        f.write("\t".join(DPR_HEADER) + "\n")
+        w = csv.writer(f, delimiter="\t", quotechar='"', quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+        w.writerow(DPR_HEADER)
         for psg in passages:
-            f.write(f"{psg.id}\t{_clean(psg.text)}\t{_clean(psg.title)}\n")
+            w.writerow([psg.id, _clean(psg.text), _clean(psg.title)])
             n += 1
     return n
 

@@ -26,8 +26,9 @@ def read_qrels(path: str | Path) -> Qrels:
         if not line.strip():
             continue
         fields = line.split()
-        if lineno == 1 and fields and fields[0].lower() in ("query-id", "qid", "query_id"):
-            continue
+        if lineno == 1 and len(fields) == 3 and fields[0].lower() in ("query-id", "qid", "query_id") \
+                and not fields[2].lstrip("-").isdigit():
+            continue  # BEIR's header line (its score column is a name, not a number)
         if len(fields) == 4:
             qid, _, docid, rel = fields
         elif len(fields) == 3:  # BEIR: query-id corpus-id score

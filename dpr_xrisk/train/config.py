@@ -251,7 +251,9 @@ def toml_text(values: dict) -> str:
             return repr(v)
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(val(x) for x in v) + "]"
-        return json.dumps(str(v))
+        # a TOML basic string: JSON's escapes, but non-BMP characters kept as they are (JSON's
+        # surrogate-pair escapes are not valid TOML) and DEL escaped (TOML forbids it raw)
+        return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
 
     return "".join(f"# {k} = (unset)\n" if v is None else f"{k} = {val(v)}\n" for k, v in values.items())
 

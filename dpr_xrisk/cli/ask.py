@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dpr_xrisk.cli._options import Bf16
+
+SNIPPET = 200  # characters of each passage shown in the table
+
+
+def ask(
+    index: Annotated[Path, typer.Option("--index", "-i", help="Index folder written by `index`.")],
+    question: Annotated[Optional[str], typer.Argument(help="The question. Without it, one question per line is read from standard input (model and index load once).")] = None,
+    k: Annotated[int, typer.Option("--k", "-k", min=1, max=1000, help="Passages shown per question.")] = 5,
+    answers: Annotated[Optional[list[str]], typer.Option("--answers", "-a", help="An answer string; repeat for several. Marks answer-bearing passages (DPR's has_answer).")] = None,
+    bm25_index: Annotated[Optional[Path], typer.Option(help="Fuse with BM25 from this `bm25 index` folder (reciprocal-rank fusion).")] = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts; default: the corpus recorded in the index (it must be the indexed one).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per question on standard output, for scripts.")] = False,
+    truncate: Annotated[bool, typer.Option(help="Cut a question longer than the encoder's query length instead of refusing it.")] = False,
+    bf16: Bf16 = False,
+):
+    """Ask the retriever a question from the terminal: the top passages as a table.
+
+    dpr-xrisk ask --index indexes/x "who wrote hamlet" --answers Shakespeare
+    """
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.index import load_index
+    from dpr_xrisk.search import check_compatible, corpus_for_json
+
+    faiss_index, ids, meta = load_index(index)
+    texts_from = corpus_for_json(meta, corpus)
+    recorded = {k_: v for k_, v in meta.get("settings", {}).items() if k_ not in ("base_model", "shared")}
+    encoder = DualEncoder.load(meta["model"], **recorded)
+    check_compatible(encoder, meta)
+    encoder.eval()
+    lookup = PassageLookup(texts_from)
+    if bm25_index is not None:
+        from dpr_xrisk.io.common import load_json
+
+        bm = load_json(Path(bm25_index) / "meta.json") if (Path(bm25_index) / "meta.json").exists() else None
+        if not isinstance(bm, dict) or bm.get("kind") != "bm25":
+            raise InputError("not a `bm25 index` folder", bm25_index)
+    questions = [question] if question is not None else (line.rstrip("\n") for line in sys.stdin)
+    asked = 0
+    for n, text in enumerate(questions):
+        if question is None and not text.strip():
+            continue  # blank lines between questions on standard input
+        try:
+            hits = answer_one(text, encoder, faiss_index, ids, meta, k, bm25_index, truncate, bf16)
+        except InputError as e:
+            if question is not None:
+                raise
+            typer.echo(f"error: line {n + 1}: {e}", err=True)  # one bad line does not end the session
+            continue
+        asked += 1
+        rows = []
+        for rank, (docid, score) in enumerate(hits, start=1):
+            title, body = lookup.get(docid)
+            row = {"rank": rank, "score": round(score, 6), "id": docid, "title": title, "text": body}
+            if answers:
+                from dpr_xrisk.answers import has_answer
+
+                row["has_answer"] = has_answer(body, answers)
+            rows.append(row)
+        if as_json:
+            typer.echo(json.dumps({"question": text.strip(), "hits": rows}, ensure_ascii=False))
+        else:
+            typer.echo(format_hits(text.strip(), rows, marks=bool(answers)))
+    if question is None and asked == 0:
+        raise InputError("no question on standard input")
+
+
+def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, truncate: bool, bf16: bool):
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.io.questions import Question
+    from dpr_xrisk.search import dense_search, fuse
+
+    text = " ".join(text.split())
+    if not text:
+        raise InputError("empty question")
+    limit = encoder.settings.query_max_length
+    n_tokens = len(encoder.tokenizer(encoder.settings.query_prefix + text)["input_ids"])
+    if n_tokens > limit and not truncate:
+        raise InputError(f"the question has {n_tokens} tokens; the encoder reads {limit} (--truncate cuts it)")
+    q = [Question("q", text)]
+    depth = max(k, 100) if bm25_index is not None else k
+    run = dense_search(encoder, faiss_index, ids, meta, q, k=depth, bf16=bf16, progress=False)
+    if bm25_index is not None:
+        from dpr_xrisk.bm25 import bm25_search
+
+        run = fuse(run, bm25_search(bm25_index, q, k=depth, progress=False), method="rrf", k=k)
+    return run["q"][:k]
+
+
+class PassageLookup:
+    """Passage texts by id from a corpus file, by byte offset: one scan on the first lookup, then
+    one seek per passage (memory: one offset per passage)."""
+
+    def __init__(self, corpus: Path):
+        self.corpus, self.offsets = Path(corpus), None
+
+    def _scan(self) -> None:
+        from dpr_xrisk.io.passages import corpus_file
+
+        self.file = corpus_file(self.corpus)
+        self.offsets = {}
+        pos = 0
+        with open(self.file, "rb") as f:
+            for raw in f:
+                self._note(raw, pos)
+                pos += len(raw)
+
+    def _note(self, raw: bytes, pos: int) -> None:
+        line = raw.lstrip(b"\xef\xbb\xbf") if pos == 0 else raw
+        if self.file.suffix.lower() in (".jsonl", ".json"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                return
+            pid = obj.get("id", obj.get("_id", obj.get("docid"))) if isinstance(obj, dict) else None
+            if pid is not None:
+                self.offsets[str(pid)] = pos
+        else:
+            head = line.split(b"\t", 1)[0].decode("utf-8", "replace").strip().strip('"')
+            if head:
+                self.offsets.setdefault(head, pos)
+
+    def get(self, docid: str) -> tuple[str, str]:
+        from dpr_xrisk.io.passages import _split_tsv
+
+        if self.offsets is None:
+            self._scan()
+        if docid not in self.offsets:
+            return "", "(text not found in the corpus)"
+        with open(self.file, "rb") as f:
+            f.seek(self.offsets[docid])
+            line = f.readline().decode("utf-8", "replace").rstrip("\n").rstrip("\r")
+        if self.offsets[docid] == 0:
+            line = line.lstrip("\ufeff")
+        if self.file.suffix.lower() in (".jsonl", ".json"):
+            obj = json.loads(line)
+            if "contents" in obj:
+                title, sep, text = str(obj["contents"]).partition("\n")
+                return (title.strip(), text) if sep else ("", title)
+            return str(obj.get("title") or ""), str(obj.get("text", ""))
+        fields = _split_tsv(line, self.file, 0)
+        return (fields[2] if len(fields) > 2 else ""), (fields[1] if len(fields) > 1 else "")
+
+
+def format_hits(question: str, rows: list[dict], marks: bool) -> str:
+    head = f"Q: {question}"
+    lines = [head, "-" * min(len(head), 100)]
+    for r in rows:
+        mark = (" ✓" if r.get("has_answer") else "  ") if marks else ""
+        snippet = r["text"] if len(r["text"]) <= SNIPPET else r["text"][: SNIPPET - 1].rstrip() + "…"
+        title = f"[{r['title']}] " if r["title"] else ""
+        lines.append(f"{r['rank']:>3}{mark} {r['score']:>9.4f}  {r['id']}  {title}{snippet}")
+    return "\n".join(lines) + "\n"
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Dense pipeline")(ask)
