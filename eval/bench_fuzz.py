@@ -33,7 +33,7 @@ def main() -> None:
         if m:
             current = per_test.setdefault(m.group(1), {"passing": 0, "failing": 0, "invalid": 0})
             continue
-        m = re.search(r"(\d+) passing examples?, (\d+) failing examples?, (\d+) invalid examples?", line)
+        m = re.search(r"(\d+) passing(?: examples?| test cases?)?, (\d+) failing(?: examples?| test cases?)?,? (?:and )?(\d+) invalid", line)
         if m and current is not None:
             current["passing"] += int(m.group(1))
             current["failing"] += int(m.group(2))

@@ -67,3 +67,33 @@ def test_recipe_with_an_unknown_key_names_the_recipe(monkeypatch, tmp_path):
     monkeypatch.setattr(recipes, "HERE", tmp_path)
     with pytest.raises(InputError, match="unknown recipe 'bad' key\\(s\\) \\['no_such_key'\\]"):
         TrainConfig.load(None, {"train": ["a.json"]}, recipe="bad")
+
+
+def test_every_config_key_is_a_documented_flag_with_its_default_shown():
+    """Issue #14 item 4: the train command's options are generated from TrainConfig, so a new
+    key is a new flag; its help is the field's comment in config.py and --help shows its default."""
+    from dpr_xrisk.cli.train import FLAGS, config_docs
+
+    docs = config_docs()
+    assert set(docs) == set(TrainConfig.keys())
+    assert all(text for text, _ in docs.values()), [k for k, (t, _) in docs.items() if not t]
+    r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    assert r.exit_code == 0
+    for key in TrainConfig.keys():
+        flag = FLAGS.get(key, [f"--{key.replace('_', '-')}"])[0].split("/")[0]
+        assert flag in r.output, flag
+    for shown in ("[default: (32)]", "[default: (2e-05)]", "[default: (joint)]", "[default: (1 5 20)]"):
+        assert shown in r.output, shown
+    for panel in ("Data", "Loss", "Index refresh (SPEC §5)", "Optimisation"):
+        assert panel in r.output
+
+
+def test_generated_flags_reach_the_config(tmp_path):
+    r = runner.invoke(app, ["train", "--train", "a.json", "--train", "b.json", "--train-weight", "2", "--train-weight", "1",
+                            "--refresh-skip-ranks", "3", "--eval-ks", "1", "--eval-ks", "10", "--no-filter-answers",
+                            "--bf16", "--corpus-size", "1000", "--print-config"])
+    assert r.exit_code == 0, r.output
+    (tmp_path / "c.toml").write_text(r.output)
+    cfg = TrainConfig.load(tmp_path / "c.toml")
+    assert cfg == TrainConfig(train=("a.json", "b.json"), train_weights=(2.0, 1.0), refresh_skip_ranks=3, eval_ks=(1, 10),
+                              filter_answers=False, bf16=True, corpus_size=1000)

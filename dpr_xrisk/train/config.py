@@ -36,8 +36,9 @@ class TrainConfig:
     normalize: bool | None = None  # override L2 normalisation
     query_max_length: int = 32  # training-time lengths: short, as in DPR's NQ questions
     passage_max_length: int = 128  # training length: 100-word passages fit
-    inference_query_max_length: int | None = None  # saved for encode/search; None = the starting model's own
-    inference_passage_max_length: int | None = None  # (MiniLM: 64 / 256), so long passages are not cut at 128
+    inference_query_max_length: int | None = None  # query length saved for encode/search; None = the starting model's own (MiniLM: 64)
+    inference_passage_max_length: int | None = None  # passage length saved for encode/search; None = the starting
+    #   model's own (MiniLM: 256), so long passages are not cut at the training length
     # --- loss -------------------------------------------------------------------------------
     loss: str = "dpm"  # dpm | listwise | infonce
     tau: float | None = None  # temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product
@@ -82,24 +83,24 @@ class TrainConfig:
     #   first (the rest keeps embeddings from earlier refreshes; staleness is logged); None = all
     # --- optimisation ---------------------------------------------------------------------
     lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # AdamW's decoupled weight decay
     adam_eps: float = 1e-8  # AdamW's epsilon (torch's default)
-    warmup_steps: int = 0
+    warmup_steps: int = 0  # linear warm-up steps; 0 = warmup_ratio of the run
     warmup_ratio: float = 0.1  # used when warmup_steps = 0
     max_steps: int = 0  # 0 = derive from epochs
-    epochs: float = 1.0
+    epochs: float = 1.0  # passes over the training questions (used when max_steps = 0)
     grad_accum: int = 1  # micro-batches per optimiser step (each of batch_size / grad_accum questions)
     max_grad_norm: float = 2.0  # DPR's clipping
     bf16: bool = False  # bfloat16 autocast on CPU
-    seed: int = 42
+    seed: int = 42  # seed of everything random (data order, sampling, dropout)
     threads: int = 0  # torch threads; 0 = torch's default
     # --- evaluation, logging, checkpoints --------------------------------------------------
     eval_every: int = 0  # steps; 0 = only at the end (when dev is set)
-    eval_ks: tuple[int, ...] = (1, 5, 20)
+    eval_ks: tuple[int, ...] = (1, 5, 20)  # top-k accuracies of the dev evaluation
     select_metric: str = "top5"  # best checkpoint = highest dev value of this metric
     save_every: int = 0  # steps; 0 = only at the end
     keep_checkpoints: int = 2  # most recent step checkpoints kept on disk
-    log_every: int = 1
+    log_every: int = 1  # steps between train_log.jsonl records
 
     def __post_init__(self):
         if self.tau is not None and not self.tau > 0:
