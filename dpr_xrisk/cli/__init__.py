@@ -62,12 +62,13 @@ class _Group(TyperGroup):
 app = typer.Typer(cls=_Group, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                   help="Dense passage retrieval with X-risk losses: encode, index, search, BM25, evaluate.")
 
-from dpr_xrisk.cli import ask, bm25, convert, encode, evaluate, index, mine, report, search, train  # noqa: E402
+from dpr_xrisk.cli import ask, bm25, convert, encode, evaluate, export, index, mine, report, search, train  # noqa: E402
 
 encode.register(app)
 index.register(app)
 search.register(app)
 ask.register(app)
+export.register(app)
 evaluate.register(app)
 report.register(app)
 train.register(app)
