@@ -95,18 +95,25 @@ def release_free_memory() -> None:
 
 def corpus_fingerprint(path: str | Path) -> str:
     """Size + hashes of the first and last MiB: cheap, and enough to tell two corpora apart
-    (two files of one size that differ only in their middle are not told apart)."""
+    (two files of one size that differ only in their middle are not told apart). A table folder
+    (Parquet shards, ``save_to_disk``) hashes each of its files' names, sizes, heads and tails."""
     import hashlib
 
     from dpr_xrisk.io.passages import corpus_file
 
     p = corpus_file(path)  # a missing file is an InputError naming it
-    st = p.stat()
-    with open(p, "rb") as f:
-        head = hashlib.sha256(f.read(1 << 20)).hexdigest()[:16]
-        f.seek(max(0, st.st_size - (1 << 20)))
-        tail = hashlib.sha256(f.read(1 << 20)).hexdigest()[:16]
-    return f"{st.st_size}-{head}-{tail}"
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    size, head, tail = 0, hashlib.sha256(), hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        size += st.st_size
+        if len(files) > 1:
+            head.update(f"{f.relative_to(p)}:{st.st_size};".encode())
+        with open(f, "rb") as fh:
+            head.update(fh.read(1 << 20))
+            fh.seek(max(0, st.st_size - (1 << 20)))
+            tail.update(fh.read(1 << 20))
+    return f"{size}-{head.hexdigest()[:16]}-{tail.hexdigest()[:16]}"
 
 
 def same_corpus(a: str | None, b: str | None) -> bool:

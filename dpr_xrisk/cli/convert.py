@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Convert SQuAD JSON or BEIR folders into DPR's formats.")
+app = typer.Typer(no_args_is_help=True, help="Convert SQuAD JSON or BEIR folders into DPR's formats, or any input into a 🤗 datasets folder.")
 Out = Annotated[Path, typer.Option("--out", "-o", help="Output folder (passages.tsv, <split>.qa.tsv, <split>.qrels.tsv, biencoder-<split>.json).")]
 
 
@@ -32,3 +32,36 @@ def beir(
     from dpr_xrisk.convert import beir_to_dpr
 
     typer.echo(beir_to_dpr(input, out, split=split))
+
+
+@app.command("dataset")
+def dataset(
+    input: Annotated[Path, typer.Option("--input", help="Passages (.tsv/.jsonl/BEIR folder), questions (QA .tsv/.jsonl) or a DPR biencoder file, or any table.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: a 🤗 datasets save_to_disk folder (memory-mapped Arrow), readable wherever a file of that kind is.")],
+    kind: Annotated[str, typer.Option(help="passages (id, text, title) | questions (id, question, answers) | biencoder (question, answers, positive/negative/hard_negative_ctxs).")] = "passages",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")] = False,
+):
+    """Any supported file -> a 🤗 datasets folder (Dataset.save_to_disk) with DPR's columns."""
+    from dpr_xrisk.errors import unknown_name
+    from dpr_xrisk.io.arrow import write_dataset
+
+    if kind == "passages":
+        from dpr_xrisk.io.passages import read_passages
+
+        rows = ({"id": p.id, "text": p.text, "title": p.title} for p in read_passages(input))
+    elif kind == "questions":
+        from dpr_xrisk.io.questions import read_questions
+
+        rows = ({"id": q.qid, "question": q.text, "answers": list(q.answers)} for q in read_questions(input))
+    elif kind == "biencoder":
+        from dpr_xrisk.io.biencoder import CTX_LISTS, read_biencoder
+
+        def ctx(c):  # one schema for every context, whatever the source file carried
+            return {"title": c["title"], "text": c["text"], "passage_id": c["passage_id"]}
+
+        rows = ({"question": r["question"], "answers": list(r["answers"]),
+                 **{k: [ctx(c) for c in r.get(k, [])] for k in CTX_LISTS}} for r in read_biencoder(input))
+    else:
+        raise unknown_name("kind", kind, ("passages", "questions", "biencoder"))
+    n = write_dataset(out, rows, overwrite=overwrite)
+    typer.echo(f"wrote {n:,} {kind} rows to {out}")

@@ -18,8 +18,15 @@ CTX_LISTS = ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs")
 
 def read_biencoder(path: str | Path) -> list[dict]:
     """Read and validate a DPR biencoder file; positives may be empty (the trainer decides)."""
+    from dpr_xrisk.io import arrow
+
     p = Path(path)
-    if p.suffix.lower() == ".jsonl":
+    if arrow.is_table(p):
+        names = arrow.column_names(p)
+        arrow.require_columns(p, names, ["question"])
+        cols = [c for c in ("question", "answers", *CTX_LISTS, "dataset", "id") if c in names]
+        items = list(arrow.iter_rows(p, cols))
+    elif p.suffix.lower() == ".jsonl":
         items = list(json_lines(p))
     else:
         data = load_json(p)

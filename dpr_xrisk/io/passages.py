@@ -31,8 +31,13 @@ class Passage(NamedTuple):
 
 
 def corpus_file(path: str | Path) -> Path:
-    """Resolve a corpus argument: a file, or a BEIR folder holding ``corpus.jsonl``."""
+    """Resolve a corpus argument: a file, a BEIR folder holding ``corpus.jsonl``, or a table
+    (Parquet file or shards, ``save_to_disk`` folder: :mod:`dpr_xrisk.io.arrow`)."""
+    from dpr_xrisk.io import arrow
+
     p = Path(path)
+    if arrow.is_table(p):
+        return p
     if p.is_dir():
         if (p / "corpus.jsonl").exists():
             return p / "corpus.jsonl"
@@ -42,10 +47,16 @@ def corpus_file(path: str | Path) -> Path:
 
 def read_passages(path: str | Path, check_duplicates: bool = True) -> Iterator[Passage]:
     """Stream passages from a TSV (DPR) or JSONL (pyserini / BEIR) corpus."""
+    from dpr_xrisk.io import arrow
+
     p = corpus_file(path)
-    reader = _read_tsv if p.suffix.lower() in (".tsv", ".csv", ".txt") else _read_jsonl
-    if p.suffix.lower() not in (".tsv", ".csv", ".txt", ".jsonl", ".json"):
-        raise InputError("unknown corpus format; valid: .tsv (DPR passages), .jsonl (pyserini/BEIR)", p)
+    if arrow.is_table(p):
+        reader = _read_table
+    elif p.suffix.lower() not in (".tsv", ".csv", ".txt", ".jsonl", ".json"):
+        raise InputError("unknown corpus format; valid: .tsv (DPR passages), .jsonl (pyserini/BEIR), "
+                         ".parquet or a datasets folder (columns id, text, title)", p)
+    else:
+        reader = _read_tsv if p.suffix.lower() in (".tsv", ".csv", ".txt") else _read_jsonl
     seen: set[str] = set()
     for lineno, passage in reader(p):
         if not passage.id:
@@ -98,6 +109,22 @@ def _split_tsv(line: str, p: Path, lineno: int) -> list[str]:
     except csv.Error as e:
         raise InputError(f"malformed TSV line ({e})", p, lineno) from None
     return [f.replace(_CR, "\r") for f in fields] if cr else fields
+
+
+def _read_table(p: Path) -> Iterator[tuple[int, Passage]]:
+    """A table with DPR's columns ``id`` (or ``_id``/``docid``), ``text``, ``title`` (optional)."""
+    from dpr_xrisk.io import arrow
+
+    names = arrow.column_names(p)
+    cols = arrow.require_columns(p, names, [("id", "_id", "docid"), "text"])
+    title = "title" if "title" in names else None
+    wanted = [cols["id"], cols["text"]] + ([title] if title else [])
+    for row, rec in arrow.iter_rows(p, wanted):
+        pid, text = rec[cols["id"]], rec[cols["text"]]
+        if pid is None or not isinstance(text, str):
+            raise InputError("row has no id or a text that is not a string", p, row)
+        t = rec.get(title) if title else ""
+        yield row, Passage(str(pid).strip(), text, t if isinstance(t, str) else "")
 
 
 def _read_jsonl(p: Path) -> Iterator[tuple[int, Passage]]:
@@ -155,7 +182,11 @@ def write_jsonl_collection(path: str | Path, passages: Iterable[Passage]) -> int
 def count_passages(path: str | Path) -> int:
     """Count passages without parsing them (for sharding and preallocation): exactly the number
     :func:`read_passages` yields, by the same rules (blank lines skipped, DPR header not counted)."""
+    from dpr_xrisk.io import arrow
+
     p = corpus_file(path)
+    if arrow.is_table(p):
+        return arrow.num_rows(p)  # every row is a passage (an empty one is an error when read)
     tsv = p.suffix.lower() != ".jsonl" and p.suffix.lower() != ".json"
     n, first = 0, True
     for _, line in numbered_lines(p):

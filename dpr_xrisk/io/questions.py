@@ -24,7 +24,14 @@ class Question(NamedTuple):
 def read_questions(path: str | Path) -> list[Question]:
     """Read questions from QA TSV/CSV, JSONL (``id``/``_id`` + ``question``/``text``), a BEIR
     folder, or a DPR biencoder JSON (ids = record index)."""
+    from dpr_xrisk.io import arrow
+
     p = Path(path)
+    if arrow.is_table(p):
+        out = _read_table(p)
+        if not out:
+            raise InputError("no questions in table", p)
+        return out
     if p.is_dir():
         if not (p / "queries.jsonl").exists():
             raise InputError("folder has no queries.jsonl (expected a BEIR folder)", p)
@@ -85,6 +92,31 @@ def _read_qa_tsv(p: Path) -> list[Question]:
             raise InputError("empty question text", p, lineno)
         answers = parse_answers(fields[1], p, lineno) if len(fields) > 1 and fields[1].strip() else ()
         out.append(Question(str(lineno - 1), question, answers))
+    return out
+
+
+def _read_table(p: Path) -> list[Question]:
+    """Columns ``question`` (or ``text``), ``answers`` (optional list of strings), ``id`` (optional;
+    else the 0-based row, as for a DPR QA file)."""
+    from dpr_xrisk.io import arrow
+
+    names = arrow.column_names(p)
+    cols = arrow.require_columns(p, names, [("question", "text")])
+    qid_col = next((c for c in ("id", "_id", "qid") if c in names), None)
+    wanted = [cols["question"]] + (["answers"] if "answers" in names else []) + ([qid_col] if qid_col else [])
+    out = []
+    for row, rec in arrow.iter_rows(p, wanted):
+        text = rec[cols["question"]]
+        if not isinstance(text, str) or not text.strip():
+            raise InputError("missing or empty question", p, row)
+        answers = rec.get("answers") or []
+        if isinstance(answers, str):
+            answers = [answers]
+        if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+            raise InputError("'answers' must be a list of strings", p, row)
+        check_answers(answers, p, row)
+        qid = str(rec[qid_col]) if qid_col else str(row - 1)
+        out.append(Question(qid, text.strip(), tuple(answers)))
     return out
 
 
