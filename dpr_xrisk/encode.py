@@ -97,11 +97,18 @@ def corpus_fingerprint(path: str | Path) -> str:
     """Size + hashes of the first and last MiB: cheap, and enough to tell two corpora apart
     (two files of one size that differ only in their middle are not told apart). A table folder
     (Parquet shards, ``save_to_disk``) hashes each of its files' names, sizes, heads and tails."""
-    import hashlib
-
     from dpr_xrisk.io.passages import corpus_file
 
-    p = corpus_file(path)  # a missing file is an InputError naming it
+    return file_fingerprint(corpus_file(path))  # a missing file is an InputError naming it
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """:func:`corpus_fingerprint` of any file, or of every file under a folder."""
+    import hashlib
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError("file not found", p)
     files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
     size, head, tail = 0, hashlib.sha256(), hashlib.sha256()
     for f in files:

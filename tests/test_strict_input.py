@@ -285,3 +285,19 @@ def test_failed_beir_conversion_leaves_no_partial_output(tmp_path):
     assert "'missing', which is not in corpus.jsonl" in cli("convert", "beir", "--input", beir, "--out", tmp_path / "out",
                                                             code=2)
     assert list((tmp_path / "out").iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["beir", "out"]
+
+
+def test_eval_json_names_its_inputs_by_fingerprint(tmp_path, twenty_one):
+    from dpr_xrisk.encode import file_fingerprint
+
+    run, qrels = twenty_one
+    cli("evaluate", "--run", run, "--qrels", qrels, "--no-strict", "--out", tmp_path / "e.json")
+    inputs = json.loads((tmp_path / "e.json").read_text())["inputs"]
+    assert inputs["run"] == [{"path": str(run.resolve()), "fingerprint": file_fingerprint(run)}]
+    assert inputs["qrels"]["fingerprint"] == file_fingerprint(qrels) and "corpus" not in inputs
+
+
+def test_failed_training_leaves_no_output_folder(tmp_path):
+    (tmp_path / "b.json").write_text('[{"question": "q", "answers": ["a"], "positive_ctxs": []}]')
+    out = cli("train", "--train", tmp_path / "b.json", "--out", tmp_path / "m", "--batch-size", 2, code=2)
+    assert out.startswith("error: ") and not (tmp_path / "m").exists()

@@ -54,13 +54,28 @@ def evaluate(
             typer.echo(f"note: {Path(r['run']).name}: the qrels metrics average over {r['num_qrels_questions']} "
                        "judged question(s)", err=True)
     if out is not None:
-        write_json(out, {"results": results, "command": shlex.join(["dpr-xrisk", *sys.argv[1:]])})
+        write_json(out, {"results": results, "command": shlex.join(["dpr-xrisk", *sys.argv[1:]]),
+                         "inputs": provenance(run=run, answers=answers, corpus=corpus, qrels=qrels)})
         typer.echo(f"wrote {out}", err=True)
     if plot is not None:
         from dpr_xrisk.report.charts import write_quick_eval_chart
 
         write_quick_eval_chart(results, plot)
         typer.echo(f"wrote {plot}", err=True)
+
+
+def provenance(**inputs) -> dict:
+    """What the numbers were computed from: each input's absolute path and fingerprint (size and
+    head/tail hashes), so an eval JSON names the exact run, qrels, answers and corpus behind it."""
+    from dpr_xrisk.encode import file_fingerprint
+
+    out = {}
+    for name, value in inputs.items():
+        paths = value if isinstance(value, list) else [value]
+        recs = [{"path": str(Path(p).resolve()), "fingerprint": file_fingerprint(p)} for p in paths if p is not None]
+        if recs:
+            out[name] = recs if isinstance(value, list) else recs[0]
+    return out
 
 
 def format_table(results: list[dict]) -> str:

@@ -116,11 +116,21 @@ def _train(
         from dpr_xrisk.errors import InputError
 
         raise InputError("train needs --out (the output folder)")
+    created = not out.exists()
     if os.environ.get("RANK", "0") == "0":  # provenance for reports: the command that made this run
         out.mkdir(parents=True, exist_ok=True)
         with open(out / "command.txt", "a", encoding="utf-8") as f:
             f.write(shlex.join(["dpr-xrisk", *sys.argv[1:]]) + "\n")
-    summary = run(cfg, out, resume=resume)
+    try:
+        summary = run(cfg, out, resume=resume)
+    except BaseException:
+        # a run that failed before its first checkpoint leaves nothing behind; one with a
+        # checkpoint stays, to be resumed
+        if created and os.environ.get("RANK", "0") == "0" and not (out / "checkpoints").is_dir():
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     typer.echo(f"trained {summary['steps']} steps in {summary['seconds']:.1f}s; model in {out}"
                + (f"; best {cfg.select_metric} {summary['best']:.4f} at step {summary['best_step']} in {out / 'best'}" if summary["best"] is not None else ""))
 
