@@ -100,8 +100,9 @@ def train_cmd(model, out, extra=()):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", ["minibatch", "fcco"])
-def test_two_processes_match_one(no_dropout_model, tmp_path, estimator):
+@pytest.mark.parametrize("estimator,cache", [("minibatch", None), ("fcco", None), ("fcco", "3")])
+def test_two_processes_match_one(no_dropout_model, tmp_path, estimator, cache):
+    """(cache: the two processes use cached gradients in chunks of 3 rows, the one process does not)"""
     # eps = 1e-6 (torch: 1e-8) also damps the updates of gradient elements that are near zero
     # without being structurally zero (NOISE_ONLY), and leaves the real ones (|g| >> 1e-6) as they are
     (tmp_path / "eps.toml").write_text("adam_eps = 1e-6\n")
@@ -110,8 +111,9 @@ def test_two_processes_match_one(no_dropout_model, tmp_path, estimator):
     one = subprocess.run([sys.executable, *train_cmd(no_dropout_model, tmp_path / "one", extra)],
                          capture_output=True, text=True, env=env)
     assert one.returncode == 0, one.stderr[-2000:]
+    cached = extra + (["--grad-cache-chunk", cache] if cache else [])
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                          "--master-port", str(free_port()), *train_cmd(no_dropout_model, tmp_path / "two", extra)],
+                          "--master-port", str(free_port()), *train_cmd(no_dropout_model, tmp_path / "two", cached)],
                          capture_output=True, text=True, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
     from dpr_xrisk.encoder import DualEncoder

@@ -90,6 +90,9 @@ class TrainConfig:
     max_steps: int = 0  # 0 = derive from epochs
     epochs: float = 1.0  # passes over the training questions (used when max_steps = 0)
     grad_accum: int = 1  # micro-batches per optimiser step (each of batch_size / grad_accum questions)
+    grad_cache_chunk: int | None = None  # cached gradients (GradCache): embed a micro-batch in chunks of
+    #   this many rows without activations, then back-propagate chunk by chunk (same gradients, activation
+    #   memory of one chunk: big batches in small memory); None = off
     max_grad_norm: float = 2.0  # DPR's clipping
     bf16: bool = False  # bfloat16 autocast on CPU
     seed: int = 42  # seed of everything random (data order, sampling, dropout)
@@ -122,6 +125,9 @@ class TrainConfig:
             raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
         if self.batch_size // self.grad_accum < 2:
             raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
+        if self.grad_cache_chunk is not None and not 1 <= self.grad_cache_chunk <= self.batch_size // self.grad_accum:
+            raise InputError(f"grad_cache_chunk must be between 1 and the micro-batch size "
+                             f"({self.batch_size // self.grad_accum}), got {self.grad_cache_chunk}")
         if self.hard_negatives < 0:
             raise InputError("hard_negatives must be >= 0")
         if self.train_weights and len(self.train_weights) != len(self.train):

@@ -380,8 +380,12 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                             hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
                             in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers,
                             sampler=cfg.pool_sampler, temperature=cfg.pool_temperature, q_rule=cfg.q_rule)
-                loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp)
-                (loss / cfg.grad_accum).backward()
+                if cfg.grad_cache_chunk:
+                    value = cached_step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp,
+                                             cfg.grad_cache_chunk, scale=1.0 / cfg.grad_accum)
+                else:
+                    loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp)
+                    (loss / cfg.grad_accum).backward()
                 total_loss += float(value) / cfg.grad_accum
             ddp.sum_grads(params)  # the global loss's gradient: each rank holds its slice's part
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
@@ -482,6 +486,59 @@ def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 
         return out.surrogate, out.value
     loss = loss_fn(batch)
     return loss, loss.detach()
+
+
+def cached_step_loss(encoder, loss_fn, b, bf16: bool, step: int, row_offset: int, ddp, chunk: int,
+                     scale: float = 1.0) -> torch.Tensor:
+    """One micro-batch with cached gradients (GradCache, Gao et al. 2021): back-propagates
+    ``scale`` x the loss and returns its value.
+
+    1. embed the questions and passages (this rank's slice under torchrun) in chunks of ``chunk``
+       rows without keeping activations, remembering each chunk's RNG state;
+    2. compute the loss on those embeddings (detached, requiring grad) once -- the FCCO state is
+       updated here, exactly as in an uncached step -- and its gradient w.r.t. every embedding;
+    3. re-embed each chunk with gradients under its remembered RNG state (same dropout masks) and
+       back-propagate that chunk's slice of the embedding gradient.
+    The parameter gradients equal the uncached step's; the activation memory is one chunk's."""
+    from dpr_xrisk.losses import CandidateBatch, FCCOLoss
+
+    def rows(inputs, a, z):
+        return {k: v[a:z] for k, v in inputs.items()}
+
+    B, N = b.pos_mask.shape
+    active = ddp is not None and ddp.active
+    qa, qz = ddp.bounds(B) if active else (0, B)
+    pa, pz = ddp.bounds(N) if active else (0, N)
+    plan = [("q", encoder.embed_queries, b.q_inputs, a, min(a + chunk, qz)) for a in range(qa, qz, chunk)]
+    plan += [("p", encoder.embed_passages, b.p_inputs, a, min(a + chunk, pz)) for a in range(pa, pz, chunk)]
+    states, parts = [], []
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for _, embed, inputs, a, z in plan:
+            states.append(torch.get_rng_state())
+            parts.append(embed(rows(inputs, a, z)).float())
+    n_q = len(range(qa, qz, chunk))
+    empty = torch.zeros(0, encoder.dim)
+    q_local = torch.cat(parts[:n_q]) if n_q else empty
+    p_local = torch.cat(parts[n_q:]) if len(parts) > n_q else empty
+    q = (ddp.gather_rows(q_local, B) if active else q_local).detach().requires_grad_(True)  # (B, H)
+    p = (ddp.gather_rows(p_local, N) if active else p_local).detach().requires_grad_(True)  # (N, H)
+    batch = CandidateBatch.from_embeddings(q, p, b.pos_mask, b.neg_mask, b.log_q)
+    if isinstance(loss_fn, FCCOLoss):
+        out = loss_fn(batch, b.rows + row_offset, b.slot_ids, step=step)
+        loss, value = out.surrogate, out.value
+    else:
+        loss = loss_fn(batch)
+        value = loss.detach()
+    (loss * scale).backward()
+    grads = [(q if kind == "q" else p).grad[a:z] for kind, _, _, a, z in plan]  # global rows a..z
+    after = torch.get_rng_state()
+    for (_, embed, inputs, a, z), state, g in zip(plan, states, grads):
+        torch.set_rng_state(state)  # the chunk's own dropout masks again
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            emb = embed(rows(inputs, a, z)).float()
+        emb.backward(g)
+    torch.set_rng_state(after)
+    return value
 
 
 def inference_settings(encoder, cfg: TrainConfig):
