@@ -188,7 +188,7 @@ class DualEncoder(nn.Module):
         h = hashlib.sha256(json.dumps(dataclasses.asdict(self.settings) | {"base_model": ""}, sort_keys=True).encode())
         for name, t in sorted(self.passage_model.state_dict().items()):
             h.update(name.encode())
-            h.update(t.detach().contiguous().flatten().view(torch.uint8).numpy().tobytes())
+            h.update(t.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().tobytes())
         return h.hexdigest()[:16]
 
     @property
@@ -213,8 +213,14 @@ class DualEncoder(nn.Module):
         return self.tokenizer([s.passage_prefix + t for t in texts], **kw)
 
     # ---- embedding ----------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.query_model.parameters()).device
+
     def _pool(self, model: nn.Module, batch) -> torch.Tensor:
-        inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        device = next(model.parameters()).device
+        inputs = {k: v if v.device == device else v.to(device, non_blocking=True)
+                  for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         hidden = model(**inputs).last_hidden_state  # (B, T, H)
         if self.settings.pooling == "cls":
             emb = hidden[:, 0]  # (B, H)
@@ -274,7 +280,8 @@ class DualEncoder(nn.Module):
         order = sorted(range(n), key=lambda i: len(input_ids[i]), reverse=True)
         pad_id = self.tokenizer.pad_token_id or 0
         left = getattr(self.tokenizer, "padding_side", "right") == "left"
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        device = self.device
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
                 width = max(len(input_ids[i]) for i in idx)
@@ -289,7 +296,10 @@ class DualEncoder(nn.Module):
                     batch["attention_mask"][row, cols] = 1
                     if "token_type_ids" in enc:
                         batch["token_type_ids"][row, cols] = enc["token_type_ids"][i]
-                out[idx] = self._pool(model, {k: torch.from_numpy(v) for k, v in batch.items()}).numpy()
+                tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
+                if device.type == "cuda":
+                    tensors = {k: v.pin_memory().to(device, non_blocking=True) for k, v in tensors.items()}
+                out[idx] = self._pool(model, tensors).cpu().numpy()
                 if on_batch is not None:
                     on_batch(len(idx))
         return out

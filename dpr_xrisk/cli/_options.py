@@ -16,6 +16,7 @@ BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Texts per f
 Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast: faster only on CPUs/GPUs with native bfloat16 (AMX, AVX512-BF16); several times slower on other CPUs (eval/RESULTS.md).")]
 OutRun = Annotated[Optional[Path], typer.Option("--out-run", help="Write a TREC run here.", rich_help_panel="Output")]
 OutJson = Annotated[Optional[Path], typer.Option("--out-json", help="Write a DPR retrieval JSON here (pyserini's evaluate_dpr_retrieval input).", rich_help_panel="Output")]
+Device = Annotated[str, typer.Option("--device", help="auto (CUDA when present, else CPU) | cpu | cuda | cuda:N.")]
 Pooling = Annotated[Optional[str], typer.Option(help="Override pooling for a plain HF folder: cls | mean.", rich_help_panel="Encoder overrides")]
 Normalize = Annotated[Optional[bool], typer.Option("--normalize/--no-normalize", help="Override L2 normalisation.", rich_help_panel="Encoder overrides")]
 

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Corpus, Model
+from dpr_xrisk.cli._options import Corpus, Model, Device
 
 
 def mine(
@@ -19,6 +19,7 @@ def mine(
     margin: Annotated[Optional[float], typer.Option(help="Drop candidates scoring above (1 - m) * s(positive).")] = None,
     hard_negatives: Annotated[int, typer.Option(min=1, help="h the trainer will draw per step; sets q = min(1, h / pool size).")] = 1,
     keep_answers: Annotated[bool, typer.Option(help="Keep passages that contain an answer (no false-negative filter).")] = False,
+    device: Device = "auto",
 ):
     """Mine hard negatives offline with a model's own index (the same code as the training refresh).
 
@@ -32,7 +33,9 @@ def mine(
     from dpr_xrisk.train.data import PassageStore, check_positives_in_corpus, load_training_set
     from dpr_xrisk.train.refresh import refresh_pools, validate_refresh
 
-    encoder = load_encoder(model)
+    from dpr_xrisk.device import resolve_device
+
+    encoder = load_encoder(model).to(resolve_device(device))
     validate_refresh(encoder, corpus, k, factory)
     store = PassageStore()
     s = load_training_set(train, store)

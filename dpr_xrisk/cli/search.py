@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, BatchSize, Bf16, OutJson, OutRun, Queries, load_encoder
+from dpr_xrisk.cli._options import K, BatchSize, Bf16, Device, OutJson, OutRun, Queries, load_encoder
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -22,6 +22,7 @@ def search(
     corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts for --out-json; default: the corpus recorded in the index.")] = None,
     batch_size: BatchSize = 128,
     bf16: Bf16 = False,
+    device: Device = "auto",
     ef_search: Annotated[Optional[int], typer.Option(min=1, help="HNSW efSearch (recall/speed trade-off).", rich_help_panel="Index parameters")] = None,
     nprobe: Annotated[Optional[int], typer.Option(min=1, help="IVF lists probed per query.", rich_help_panel="Index parameters")] = None,
     bm25_index: Annotated[Optional[Path], typer.Option(help="Fuse with BM25 from this `bm25 index` folder.", rich_help_panel=Hybrid)] = None,
@@ -36,6 +37,9 @@ def search(
     from dpr_xrisk.encoder import DualEncoder
     from dpr_xrisk.search import check_compatible, corpus_for_json, dense_search, fuse
 
+    from dpr_xrisk.device import resolve_device
+
+    dev = resolve_device(device)  # checked before anything loads
     questions = read_questions(queries)
     loaded = load_indexes(index)
     for faiss_index, _, _ in loaded:
@@ -44,7 +48,7 @@ def search(
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
     # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
     recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
-    encoder = DualEncoder.load(model or meta["model"], **recorded)
+    encoder = DualEncoder.load(model or meta["model"], **recorded).to(dev)
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
                        batch_size=batch_size, bf16=bf16, more=loaded[1:])

@@ -108,6 +108,8 @@ def _train(
     from dpr_xrisk.train.trainer import train as run
 
     overrides = {k: (list(v) or None) if isinstance(v, (list, tuple)) else v for k, v in values.items()}
+    if values.get("bf16"):
+        typer.echo("note: --bf16 is the old spelling of --precision bf16", err=True)
     cfg = TrainConfig.load(config, overrides, recipe=recipe)
     if print_config:
         typer.echo(cfg.to_toml(), nl=False)

@@ -94,7 +94,10 @@ class TrainConfig:
     #   this many rows without activations, then back-propagate chunk by chunk (same gradients, activation
     #   memory of one chunk: big batches in small memory); None = off
     max_grad_norm: float = 2.0  # DPR's clipping
-    bf16: bool = False  # bfloat16 autocast on CPU
+    device: str = "auto"  # auto (CUDA when present, under torchrun cuda:LOCAL_RANK; else CPU) | cpu | cuda | cuda:N
+    precision: str = "fp32"  # autocast of the towers: fp32 | bf16 | fp16 (CUDA, with a gradient scaler);
+    #   the loss arithmetic stays float32
+    bf16: bool = False  # the old switch for precision = "bf16" (kept as an alias)
     seed: int = 42  # seed of everything random (data order, sampling, dropout)
     threads: int = 0  # torch threads; 0 = torch's default
     # --- evaluation, logging, checkpoints --------------------------------------------------
@@ -125,6 +128,8 @@ class TrainConfig:
             raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
         if self.batch_size // self.grad_accum < 2:
             raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
+        if self.precision not in ("fp32", "bf16", "fp16"):
+            raise unknown_name("precision", self.precision, ("fp32", "bf16", "fp16"))
         if self.grad_cache_chunk is not None and not 1 <= self.grad_cache_chunk <= self.batch_size // self.grad_accum:
             raise InputError(f"grad_cache_chunk must be between 1 and the micro-batch size "
                              f"({self.batch_size // self.grad_accum}), got {self.grad_cache_chunk}")
@@ -273,7 +278,7 @@ STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize
               "bm25_depth", "negatives_file", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
               "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "adam_eps", "warmup_steps", "warmup_ratio", "max_steps",
-              "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16")
+              "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16", "precision")
 
 
 def incompatible_keys(saved: dict, current: TrainConfig) -> list[str]:

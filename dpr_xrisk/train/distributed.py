@@ -26,12 +26,13 @@ class Dist:
     world: int = 1
 
     @classmethod
-    def from_env(cls) -> "Dist":
+    def from_env(cls, device_type: str = "cpu") -> "Dist":
+        """The process group of ``torchrun`` (NCCL when training on CUDA, gloo on CPUs)."""
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if world <= 1:
             return cls()
         if not dist.is_initialized():
-            dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+            dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
         return cls(dist.get_rank(), dist.get_world_size())
 
     @property
@@ -51,7 +52,7 @@ class Dist:
         if not self.active:
             return local
         size = max(b - a for a, b in (self._bounds(n, r) for r in range(self.world)))
-        padded = torch.zeros(size, local.shape[1], dtype=local.dtype)
+        padded = torch.zeros(size, local.shape[1], dtype=local.dtype, device=local.device)
         padded[: local.shape[0]] = local.detach()
         parts = [torch.empty_like(padded) for _ in range(self.world)]
         dist.all_gather(parts, padded)

@@ -260,8 +260,19 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     from dpr_xrisk.train.checkpoint import list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
     from dpr_xrisk.train.distributed import Dist
 
+    import dataclasses
+
+    from dpr_xrisk.device import resolve_device, resolve_precision, use_tf32
+
     out = Path(out_dir)
-    ddp = Dist.from_env()
+    device = resolve_device(cfg.device, "device")
+    ddp = Dist.from_env(device.type)
+    precision = resolve_precision(cfg.precision, device, cfg.bf16, warn=ddp.main)
+    # the encoders of refresh and dev evaluation follow the training precision's bfloat16 switch
+    cfg = dataclasses.replace(cfg, bf16=precision == "bf16")
+    use_tf32(device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     progress = progress and ddp.main
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -275,6 +286,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             raise InputError(f"checkpoint {ckpts[-1].name} was made with another config (differs in {', '.join(bad)})", out)
     torch.manual_seed(cfg.seed)
     encoder, store, sets = prepare(cfg)
+    encoder.to(device)
     tau = cfg.resolved_tau(encoder.settings.normalize)
     dev_questions = dev_corpus = None
     if cfg.dev:
@@ -291,7 +303,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     steps = cfg.max_steps or max(1, math.ceil(cfg.epochs * total_q / cfg.batch_size))
     warmup = cfg.warmup_steps or int(cfg.warmup_ratio * steps)
     steps_per_epoch = max(1, total_q // cfg.batch_size)
-    loss_fn = build_loss(cfg, tau, sets, steps_per_epoch, steps)
+    loss_fn = build_loss(cfg, tau, sets, steps_per_epoch, steps).to(device)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # fp16 only (CUDA)
     # SPEC §5 "every R steps and/or every E epochs": a refresh at every multiple of each period
     refresh_periods = refresh_schedule(cfg, steps_per_epoch)
     offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
@@ -310,6 +323,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     state = {"step": 0, "order": None, "best": None, "best_step": None, "pools": None, "refresh_seconds": 0.0}
     if resume and ckpts:
         state = load_checkpoint(ckpts[-1], encoder, optimizer, scheduler, loss_fn)
+        if state.get("grad_scaler") and scaler.is_enabled():
+            scaler.load_state_dict(state["grad_scaler"])
         if state.get("pools") is not None:  # the pools in use when the checkpoint was written
             restore_pools(sets, store, state["pools"], cfg.corpus)
     order = DataOrder([len(s) for s in sets], cfg.batch_size, cfg.seed, state["order"])
@@ -352,6 +367,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         pools = [[[[k, sc] for k, sc in p] for p in s.pools] for s in sets] if refreshing else None
         wall = state.get("wall_seconds", 0.0) + time.perf_counter() - t_start  # across resumes
         st = dict(state, step=step, order=order.state(), pools=pools, wall_seconds=wall)
+        if scaler.is_enabled():  # fp16: the loss scale continues where it was
+            st["grad_scaler"] = scaler.state_dict()
         if ddp.main:
             save_checkpoint(out / "checkpoints" / f"step-{step}", encoder, optimizer, scheduler, loss_fn, st, cfg.to_json())
             prune_checkpoints(out, cfg.keep_checkpoints)
@@ -371,7 +388,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                 state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state)
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
-            torch.manual_seed(cfg.seed * 1_000_003 + step)  # dropout of step t, independent of history
+            # dropout of step t, independent of history; each rank its own stream under torchrun
+            torch.manual_seed(cfg.seed * 1_000_003 + step + (7_919_993 * ddp.rank if ddp.active else 0))
             t = int(rng.choice(len(sets), p=weights))
             rows = order.next(t)
             total_loss = 0.0
@@ -380,16 +398,19 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                             hard_negatives=cfg.hard_negatives, max_positives=cfg.max_positives,
                             in_batch_q=cfg.in_batch_q, corpus_size=corpus_size, filter_answers=cfg.filter_answers,
                             sampler=cfg.pool_sampler, temperature=cfg.pool_temperature, q_rule=cfg.q_rule)
+                b = batch_to(b, device)
                 if cfg.grad_cache_chunk:
-                    value = cached_step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp,
-                                             cfg.grad_cache_chunk, scale=1.0 / cfg.grad_accum)
+                    value = cached_step_loss(encoder, loss_fn, b, precision, step, offsets[t], ddp,
+                                             cfg.grad_cache_chunk, scale=1.0 / cfg.grad_accum, scaler=scaler)
                 else:
-                    loss, value = step_loss(encoder, loss_fn, b, cfg.bf16, step, offsets[t], ddp)
-                    (loss / cfg.grad_accum).backward()
+                    loss, value = step_loss(encoder, loss_fn, b, precision, step, offsets[t], ddp)
+                    scaler.scale(loss / cfg.grad_accum).backward()
                 total_loss += float(value) / cfg.grad_accum
             ddp.sum_grads(params)  # the global loss's gradient: each rank holds its slice's part
+            scaler.unscale_(optimizer)  # (fp16) clip and log the true gradient
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
-            optimizer.step()
+            scaler.step(optimizer)  # = optimizer.step() unless fp16 (then skipped on inf/nan)
+            scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             done = step + 1
@@ -462,7 +483,43 @@ def restore_pools(sets, store, saved, corpus) -> None:
         s.pools = [[(k, float(sc)) for k, sc in p] for p in sp]
 
 
-def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 0, ddp=None):
+def _amp(encoder, precision):
+    """The towers' autocast: ``precision`` is fp32 | bf16 | fp16 (or the old bool for bf16)."""
+    from dpr_xrisk.device import autocast
+
+    if isinstance(precision, bool):
+        precision = "bf16" if precision else "fp32"
+    return autocast(encoder.device, precision)
+
+
+def batch_to(b, device: torch.device):
+    """A collated batch on ``device`` (tokenisation stays on the CPU; pinned, non-blocking copies
+    to a GPU; nothing moves on the CPU)."""
+    import dataclasses
+
+    if device.type == "cpu":
+        return b
+
+    def move(t):
+        return t.pin_memory().to(device, non_blocking=True)
+
+    return dataclasses.replace(b, q_inputs={k: move(v) for k, v in b.q_inputs.items()},
+                               p_inputs={k: move(v) for k, v in b.p_inputs.items()},
+                               pos_mask=move(b.pos_mask), neg_mask=move(b.neg_mask), log_q=move(b.log_q),
+                               rows=move(b.rows), slot_ids=move(b.slot_ids))
+
+
+def _rng_state(device: torch.device):
+    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
+
+
+def _set_rng_state(state, device: torch.device) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
+def step_loss(encoder, loss_fn, b, bf16: bool | str, step: int = 0, row_offset: int = 0, ddp=None):
     """Forward one micro-batch: (tensor to backpropagate, loss value to log). Under torchrun
     each rank embeds its slice of questions and passages and all-gathers the rest."""
     from dpr_xrisk.losses import CandidateBatch, FCCOLoss
@@ -471,7 +528,7 @@ def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 
         return {k: v[a:z] for k, v in inputs.items()}
 
     B, N = b.pos_mask.shape
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with _amp(encoder, bf16):
         if ddp is not None and ddp.active:
             qa, qz = ddp.bounds(B)
             pa, pz = ddp.bounds(N)
@@ -488,8 +545,8 @@ def step_loss(encoder, loss_fn, b, bf16: bool, step: int = 0, row_offset: int = 
     return loss, loss.detach()
 
 
-def cached_step_loss(encoder, loss_fn, b, bf16: bool, step: int, row_offset: int, ddp, chunk: int,
-                     scale: float = 1.0) -> torch.Tensor:
+def cached_step_loss(encoder, loss_fn, b, bf16: bool | str, step: int, row_offset: int, ddp, chunk: int,
+                     scale: float = 1.0, scaler=None) -> torch.Tensor:
     """One micro-batch with cached gradients (GradCache, Gao et al. 2021): back-propagates
     ``scale`` x the loss and returns its value.
 
@@ -512,12 +569,13 @@ def cached_step_loss(encoder, loss_fn, b, bf16: bool, step: int, row_offset: int
     plan = [("q", encoder.embed_queries, b.q_inputs, a, min(a + chunk, qz)) for a in range(qa, qz, chunk)]
     plan += [("p", encoder.embed_passages, b.p_inputs, a, min(a + chunk, pz)) for a in range(pa, pz, chunk)]
     states, parts = [], []
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    device = encoder.device
+    with torch.no_grad(), _amp(encoder, bf16):
         for _, embed, inputs, a, z in plan:
-            states.append(torch.get_rng_state())
+            states.append(_rng_state(device))
             parts.append(embed(rows(inputs, a, z)).float())
     n_q = len(range(qa, qz, chunk))
-    empty = torch.zeros(0, encoder.dim)
+    empty = torch.zeros(0, encoder.dim, device=device)
     q_local = torch.cat(parts[:n_q]) if n_q else empty
     p_local = torch.cat(parts[n_q:]) if len(parts) > n_q else empty
     q = (ddp.gather_rows(q_local, B) if active else q_local).detach().requires_grad_(True)  # (B, H)
@@ -529,15 +587,15 @@ def cached_step_loss(encoder, loss_fn, b, bf16: bool, step: int, row_offset: int
     else:
         loss = loss_fn(batch)
         value = loss.detach()
-    (loss * scale).backward()
+    (loss * scale if scaler is None else scaler.scale(loss * scale)).backward()
     grads = [(q if kind == "q" else p).grad[a:z] for kind, _, _, a, z in plan]  # global rows a..z
-    after = torch.get_rng_state()
+    after = _rng_state(device)
     for (_, embed, inputs, a, z), state, g in zip(plan, states, grads):
-        torch.set_rng_state(state)  # the chunk's own dropout masks again
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        _set_rng_state(state, device)  # the chunk's own dropout masks again
+        with _amp(encoder, bf16):
             emb = embed(rows(inputs, a, z)).float()
         emb.backward(g)
-    torch.set_rng_state(after)
+    _set_rng_state(after, device)
     return value
 
 

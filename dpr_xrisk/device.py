@@ -1,0 +1,88 @@
+"""Where the tensors live and in what precision: ``--device auto|cpu|cuda|cuda:N`` and
+``--precision fp32|bf16|fp16``, resolved and checked once, before any work starts.
+
+``auto`` is CUDA when torch sees a GPU (under ``torchrun``: ``cuda:LOCAL_RANK``), else the CPU.
+The CPU path is the one the toolkit always had: nothing moves, results are bit for bit the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import torch
+
+from dpr_xrisk.errors import InputError
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def available() -> str:
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return "cpu" + "".join(f", cuda:{i}" for i in range(n))
+
+
+def resolve_device(spec: str | None = "auto", option: str = "--device") -> torch.device:
+    """``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` -> a torch.device; an unavailable one is an
+    InputError naming the option and what is available."""
+    spec = (spec or "auto").strip().lower()
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    has_cuda = torch.cuda.is_available()
+    if spec == "auto":
+        return torch.device(f"cuda:{local}") if has_cuda else torch.device("cpu")
+    if spec == "cpu":
+        return torch.device("cpu")
+    if spec == "cuda" or spec.startswith("cuda:"):
+        if not has_cuda:
+            raise InputError(f"{option} {spec}: CUDA is not available here (torch {torch.__version__}); available: {available()}")
+        index = local if spec == "cuda" else spec.split(":", 1)[1]
+        try:
+            index = int(index)
+        except ValueError:
+            raise InputError(f"{option} {spec}: expected cuda:N with N a GPU number") from None
+        if not 0 <= index < torch.cuda.device_count():
+            raise InputError(f"{option} {spec}: no such GPU; available: {available()}")
+        return torch.device(f"cuda:{index}")
+    raise InputError(f"{option} {spec!r}: valid: auto, cpu, cuda, cuda:N")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX-BF16 in /proc/cpuinfo (Linux); unknown elsewhere counts as yes."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return True
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str | None, device: torch.device, bf16_alias: bool = False, warn: bool = True) -> str:
+    """fp32 | bf16 | fp16 checked against the device; the old ``bf16`` switch means ``bf16``."""
+    p = (precision or "fp32").lower()
+    if p not in PRECISIONS:
+        raise InputError(f"--precision {p!r}: valid: {', '.join(PRECISIONS)}")
+    if bf16_alias and p == "fp32":
+        p = "bf16"
+    if p == "fp16" and device.type != "cuda":
+        raise InputError("--precision fp16 needs a CUDA device (CPUs have no fast float16 path); use bf16 or fp32")
+    if p == "bf16" and device.type == "cpu" and warn and not cpu_has_native_bf16():
+        print("warning: this CPU has no native bfloat16 (no AVX512-BF16/AMX): bf16 autocast measured ~10x slower "
+              "than fp32 on such CPUs (eval/RESULTS.md); use --precision fp32", file=sys.stderr)
+    return p
+
+
+def autocast(device: torch.device, precision: str):
+    """The towers' autocast for ``precision`` on ``device`` (a no-op context for fp32)."""
+    if precision == "fp32":
+        return torch.autocast(device.type, enabled=False)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def use_tf32(device: torch.device) -> None:
+    """TF32 matmuls on GPUs that have them (Ampere and later): the usual default for training."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
