@@ -96,6 +96,8 @@ def settings_of(args, data, system, seed, steps) -> dict:
     s = {"system": system, "protocol": PROTOCOL, "test_questions": data["test_questions"],
          "eval_passages": data["eval_passages"], "train_questions": data["train_questions"], "tiny": args.tiny,
          "bf16_encode": bool(args.bf16_encode or args.bf16)}
+    if args.device != "cpu":  # (absent for CPU runs, so the runs made before this option are reused)
+        s["device"] = args.device
     if SYSTEMS[system][1] is not None:
         s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size,
                  bf16_train=args.bf16)
@@ -106,9 +108,9 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
     emb, idx, run = d / "emb", d / "index", d / "run.json"
     if not (run.exists() and (d / "eval.json").exists()):
         br.cli(["encode", "--model", model, "--corpus", data["eval_corpus"], "--out", emb, "--threads", args.threads,
-                "--batch-size", 64, "--bf16" if (args.bf16_encode or args.bf16) else "--fp32"], log)
+                "--batch-size", 64, "--bf16" if (args.bf16_encode or args.bf16) else "--fp32", "--device", args.device], log)
         br.cli(["index", "--embeddings", emb, "--out", idx, "--threads", args.threads, "--overwrite"], log)
-        br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run], log)
+        br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run, "--device", args.device], log)
     runs = {"dense": run}
     for fusion in ("rrf", "interpolation"):
         out = d / f"hybrid-{fusion}.json"
@@ -148,7 +150,9 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
                    epochs=args.epochs, seed=seed, threads=args.threads, save_every=args.save_every,
                    eval_every=args.eval_every, model="minilm")
         if args.bf16:
-            cfg["bf16"] = True
+            cfg["precision"] = "bf16"
+        if args.device != "cpu":
+            cfg["device"] = args.device
         if steps:
             cfg["max_steps"] = steps
         if cfg.get("negatives") == "bm25":
@@ -214,11 +218,14 @@ def main() -> None:
     ap.add_argument("--bf16-encode", action="store_true", help="bfloat16 evaluation encoding (fast on CPUs with AMX)")
     ap.add_argument("--bf16", action="store_true",
                     help="bfloat16 autocast for training, refresh and evaluation encoding (fast on CPUs with AMX)")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (runs on a GPU go to eval/work/full-gpu and RESULTS-full-gpu.md)")
     ap.add_argument("--tiny", action="store_true", help="a toy slice that checks the whole pipeline in minutes")
     args = ap.parse_args()
     args.command = "python eval/bench_full.py " + " ".join(sys.argv[1:])
     args.machine = machine()
     global BASE
+    if args.device != "cpu" and not args.tiny:  # never mixed with the CPU runs
+        BASE = BASE.with_name("full-gpu")
     if args.tiny:  # its own folder: never mixed with the real runs
         BASE = BASE.with_name("full-tiny")
         args.wiki, args.refresh_wiki, args.dev_questions, args.train_questions = 300, 200, 16, 64
@@ -249,8 +256,9 @@ def main() -> None:
             out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,
                    "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs}
             # the --tiny check writes its results under its work folder, never into eval/
+            gpu = "-gpu" if args.device != "cpu" else ""
             res, rep = (BASE / "bench_full.json", BASE / "RESULTS.md") if args.tiny else \
-                (RESULTS / "bench_full.json", EVAL / "RESULTS-full.md")
+                (RESULTS / f"bench_full{gpu}.json", EVAL / f"RESULTS-full{gpu}.md")
             common.replace_text(res, json.dumps(out, indent=2, default=str) + "\n")
             common.write_report(rep, report(args, data, recs))
 
