@@ -158,6 +158,28 @@ def set_search_params(index, ef_search: int | None = None, nprobe: int | None = 
                 raise InputError(f"--{'ef-search' if name == 'efSearch' else 'nprobe'} does not apply to this index type") from None
 
 
+def check_faiss_gpu() -> None:
+    """A GPU faiss that sees a GPU, or a one-line error naming the option."""
+    import faiss
+
+    if not hasattr(faiss, "StandardGpuResources"):
+        raise InputError("--faiss-gpu: the installed faiss has no GPU support (faiss-cpu); install a GPU faiss, "
+                         "e.g. pip install 'dpr_xrisk[gpu]' after removing faiss-cpu")
+    if faiss.get_num_gpus() == 0:
+        raise InputError("--faiss-gpu: faiss sees no GPU")
+
+
+def index_to_gpu(index):
+    """The index on every visible GPU (Flat and IVF types)."""
+    import faiss
+
+    check_faiss_gpu()
+    try:
+        return faiss.index_cpu_to_all_gpus(index)
+    except RuntimeError as e:
+        raise InputError(f"--faiss-gpu: this index type cannot go to the GPU ({str(e).strip().splitlines()[-1]})") from None
+
+
 def load_indexes(index_dirs) -> list[tuple]:
     """Load several index folders that must form one consistent, non-overlapping collection."""
     loaded = [load_index(d) for d in index_dirs]

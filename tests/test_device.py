@@ -101,3 +101,13 @@ def test_encode_on_cuda_matches_cpu(tiny_encoder):
     finally:
         tiny_encoder.to("cpu")
     assert abs(cpu - gpu_vecs).max() < 1e-4
+
+
+def test_faiss_gpu_without_gpu_faiss_is_an_error(tmp_path):
+    import faiss
+
+    if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+        pytest.skip("a GPU faiss with a GPU is installed")
+    out = cli("search", "--index", tmp_path, "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r",
+              "--faiss-gpu", code=2)
+    assert "--faiss-gpu:" in out and not (tmp_path / "r").exists()

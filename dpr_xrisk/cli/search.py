@@ -23,6 +23,7 @@ def search(
     batch_size: BatchSize = 128,
     bf16: Bf16 = False,
     device: Device = "auto",
+    faiss_gpu: Annotated[bool, typer.Option("--faiss-gpu", help="Search Flat/IVF indexes on the GPU (needs a GPU faiss: the 'gpu' extra).", rich_help_panel="Index parameters")] = False,
     ef_search: Annotated[Optional[int], typer.Option(min=1, help="HNSW efSearch (recall/speed trade-off).", rich_help_panel="Index parameters")] = None,
     nprobe: Annotated[Optional[int], typer.Option(min=1, help="IVF lists probed per query.", rich_help_panel="Index parameters")] = None,
     bm25_index: Annotated[Optional[Path], typer.Option(help="Fuse with BM25 from this `bm25 index` folder.", rich_help_panel=Hybrid)] = None,
@@ -41,9 +42,15 @@ def search(
 
     dev = resolve_device(device)  # checked before anything loads
     questions = read_questions(queries)
+    if faiss_gpu:
+        from dpr_xrisk.index import check_faiss_gpu, index_to_gpu
+
+        check_faiss_gpu()  # before anything loads
     loaded = load_indexes(index)
     for faiss_index, _, _ in loaded:
         set_search_params(faiss_index, ef_search, nprobe)
+    if faiss_gpu:
+        loaded = [(index_to_gpu(i), ids_, m) for i, ids_, m in loaded]
     faiss_index, ids, meta = loaded[0]
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
     # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
