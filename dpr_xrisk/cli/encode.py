@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from dpr_xrisk.cli._options import BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, load_encoder
+from dpr_xrisk.cli._options import BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, load_encoder
 
 
 def encode(
@@ -16,6 +16,7 @@ def encode(
     dtype: Annotated[str, typer.Option(help="Stored vector type: float32 | float16 (half the disk).")] = "float32",
     bf16: Bf16 = False,
     device: Device = "auto",
+    quantize: Quantize = "none",
     shard_id: Annotated[int, typer.Option(min=0, help="This process's shard (0-based).", rich_help_panel="Sharding")] = 0,
     num_shards: Annotated[int, typer.Option(min=1, help="Total shards the corpus is split into.", rich_help_panel="Sharding")] = 1,
     threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
@@ -38,7 +39,13 @@ def encode(
     from dpr_xrisk.device import resolve_device
 
     dev = resolve_device(device)  # checked before the model loads
-    encoder = load_encoder(model, pooling, normalize).to(dev)
+    from dpr_xrisk.quantize import quantized
+
+    if quantize != "none" and dev.type != "cpu":
+        from dpr_xrisk.errors import InputError
+
+        raise InputError("--quantize int8 runs on the CPU; use --device cpu (GPUs: --bf16)")
+    encoder = quantized(load_encoder(model, pooling, normalize).to(dev), quantize)
     meta = encode_corpus(encoder, corpus, out, batch_size=batch_size, dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,
                          overwrite=overwrite)

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Corpus, Model, Device
+from dpr_xrisk.cli._options import Corpus, Device, Model, Quantize
 
 
 def mine(
@@ -20,6 +20,8 @@ def mine(
     hard_negatives: Annotated[int, typer.Option(min=1, help="h the trainer will draw per step; sets q = min(1, h / pool size).")] = 1,
     keep_answers: Annotated[bool, typer.Option(help="Keep passages that contain an answer (no false-negative filter).")] = False,
     device: Device = "auto",
+    quantize: Quantize = "none",
+    check_against: Annotated[Optional[str], typer.Option("--check-against", help="fp32: also mine with the fp32 towers and report how far the --quantize pools differ (256 questions).")] = None,
 ):
     """Mine hard negatives offline with a model's own index (the same code as the training refresh).
 
@@ -35,13 +37,37 @@ def mine(
 
     from dpr_xrisk.device import resolve_device
 
-    encoder = load_encoder(model).to(resolve_device(device))
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.quantize import quantized
+
+    if check_against not in (None, "fp32"):
+        raise InputError(f"--check-against {check_against!r}: valid: fp32")
+    if check_against and quantize == "none":
+        raise InputError("--check-against fp32 compares a --quantize int8 mining with fp32; give --quantize int8")
+    fp32 = load_encoder(model).to(resolve_device(device))
+    encoder = quantized(fp32, quantize)
     validate_refresh(encoder, corpus, k, factory)
     store = PassageStore()
     s = load_training_set(train, store)
     check_positives_in_corpus([s], {p.id for p in read_passages(corpus)})
     result = refresh_pools(encoder, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
                            filter_answers=not keep_answers)
+    check = {}
+    if check_against:
+        import numpy as np
+
+        ref = refresh_pools(fp32, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
+                            filter_answers=not keep_answers)
+        pick = np.random.default_rng(0).permutation(len(s.questions))[:256]
+        a = {int(i): [d for d, _ in ref.pools[0][i]] for i in pick}
+        b = {int(i): [d for d, _ in result.pools[0][i]] for i in pick}
+        from dpr_xrisk.quantize import overlap_at_k
+
+        overlap = overlap_at_k(a, b)
+        check = {"check_questions": len(pick), "pool_overlap_vs_fp32": round(overlap, 4),
+                 "negatives_differing_share": round(1 - overlap, 4)}
+        typer.echo(f"{quantize} vs fp32 on {len(pick)} questions: pool overlap {overlap:.3f} "
+                   f"({1 - overlap:.1%} of the mined negatives differ)", err=True)
     with atomic_write(out) as f:
         for q, pool in zip(s.questions, result.pools[0]):
             q_in = min(1.0, hard_negatives / len(pool)) if pool else 1.0
@@ -49,7 +75,7 @@ def mine(
             f.write(json.dumps({"question": q.idx, "negatives": negs}) + "\n")
     write_json(Path(f"{out}.meta.json"), {"model": model, "fingerprint": encoder.fingerprint(), "corpus": str(corpus),
                                           "train": str(train), "k": k, "factory": factory, "skip_ranks": skip_ranks,
-                                          "margin": margin, **result.stats})
+                                          "margin": margin, "quantize": quantize, **result.stats, **check})
     typer.echo(f"wrote {out} ({result.stats['mean_pool_size']:.1f} negatives per question on average; "
                f"removed {result.stats['removed']})")
 

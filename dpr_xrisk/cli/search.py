@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, BatchSize, Bf16, Device, OutJson, OutRun, Queries, load_encoder
+from dpr_xrisk.cli._options import K, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, load_encoder
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -23,6 +23,7 @@ def search(
     batch_size: BatchSize = 128,
     bf16: Bf16 = False,
     device: Device = "auto",
+    quantize: Quantize = "none",
     faiss_gpu: Annotated[bool, typer.Option("--faiss-gpu", help="Search Flat/IVF indexes on the GPU (needs a GPU faiss: the 'gpu' extra).", rich_help_panel="Index parameters")] = False,
     ef_search: Annotated[Optional[int], typer.Option(min=1, help="HNSW efSearch (recall/speed trade-off).", rich_help_panel="Index parameters")] = None,
     nprobe: Annotated[Optional[int], typer.Option(min=1, help="IVF lists probed per query.", rich_help_panel="Index parameters")] = None,
@@ -55,7 +56,9 @@ def search(
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
     # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
     recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
-    encoder = DualEncoder.load(model or meta["model"], **recorded).to(dev)
+    from dpr_xrisk.quantize import quantized
+
+    encoder = quantized(DualEncoder.load(model or meta["model"], **recorded).to(dev), quantize)
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
                        batch_size=batch_size, bf16=bf16, more=loaded[1:])

@@ -79,6 +79,9 @@ class TrainConfig:
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
     refresh_margin: float | None = None  # drop candidates scoring above (1 - m) * s(positive)
+    refresh_quantize: str = "none"  # none | int8: encode the refresh corpus with an int8 copy of the current
+    #   passage tower, made at each refresh (CPU; faster where bfloat16 is slow); the first refresh also
+    #   mines 256 questions in fp32 and logs how far the int8 pools differ
     refresh_fraction: float | None = None  # re-encode only this share of the corpus per refresh, oldest
     #   first (the rest keeps embeddings from earlier refreshes; staleness is logged); None = all
     # --- optimisation ---------------------------------------------------------------------
@@ -128,6 +131,8 @@ class TrainConfig:
             raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
         if self.batch_size // self.grad_accum < 2:
             raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
+        if self.refresh_quantize not in ("none", "int8"):
+            raise unknown_name("refresh_quantize", self.refresh_quantize, ("none", "int8"))
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise unknown_name("precision", self.precision, ("fp32", "bf16", "fp16"))
         if self.grad_cache_chunk is not None and not 1 <= self.grad_cache_chunk <= self.batch_size // self.grad_accum:

@@ -154,6 +154,13 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
     result = None
     if ddp is None or ddp.main:
         emb, extra = None, {}
+        fp32_encoder = encoder
+        if cfg.refresh_quantize != "none":
+            from dpr_xrisk.quantize import quantized
+
+            t0 = time.perf_counter()
+            encoder = quantized(encoder, cfg.refresh_quantize)  # an int8 CPU copy of the current towers
+            extra["quantize_s"] = round(time.perf_counter() - t0, 3)
         if cfg.refresh_fraction is not None:
             t0 = time.perf_counter()
             cache = out / "refresh_cache"
@@ -164,9 +171,13 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
                                filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb)
         if extra:
-            result.stats["seconds"] = round(result.stats["seconds"] + extra["encode_s"], 3)
+            result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0), 3)
             result.stats.update(extra)
-            prune_refresh_cache(out, step)
+            if "encode_s" in extra:
+                prune_refresh_cache(out, step)
+        if cfg.refresh_quantize != "none" and not state.get("quantize_checked"):
+            result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result))
+            state["quantize_checked"] = True
     if ddp is not None and ddp.active:
         result = ddp.broadcast(result)
         for key, (title, text) in result.texts.items():
@@ -180,6 +191,26 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
         JsonlLog(out / "refresh_log.jsonl").write(record)
     log.write(record)
     return result.stats["seconds"]
+
+
+def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result) -> dict:
+    """The first int8 refresh's quality guard: the same mining with the fp32 towers, compared on
+    256 training questions (pool overlap; share of mined negatives that differ)."""
+    import numpy as np
+
+    from dpr_xrisk.quantize import overlap_at_k
+    from dpr_xrisk.train.refresh import refresh_pools
+
+    ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
+                        skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
+                        bf16=cfg.bf16)
+    flat = [(t, r) for t, s in enumerate(sets) for r in range(len(s))]
+    pick = np.random.default_rng([cfg.seed, 11]).permutation(len(flat))[:256]
+    a = {int(i): [d for d, _ in ref.pools[flat[i][0]][flat[i][1]]] for i in pick}
+    b = {int(i): [d for d, _ in result.pools[flat[i][0]][flat[i][1]]] for i in pick}
+    overlap = overlap_at_k(a, b)
+    return {"int8_check_questions": len(pick), "int8_pool_overlap_vs_fp32": round(overlap, 4),
+            "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
 
 
 def prune_refresh_cache(out: Path, current: int | None) -> None:

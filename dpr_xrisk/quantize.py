@@ -1,0 +1,52 @@
+"""Inference with int8 towers: dynamic int8 quantisation of every Linear layer
+(``torch.ao.quantization.quantize_dynamic``, fbgemm/x86 kernels on CPUs) -- weights int8,
+activations quantised on the fly, embeddings, LayerNorms and pooling in float32.
+
+The quantised copy keeps the model's fingerprint: it is the same model run faster, so an index
+encoded in int8 is searched with fp32 queries and the reverse (embeddings metas record the
+``quantize`` used). Model folders never hold anything quantisation-specific.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import torch
+from torch import nn
+
+from dpr_xrisk.errors import unknown_name
+
+QUANTIZE = ("none", "int8")
+
+
+def quantized(encoder, mode: str | None = "none"):
+    """``encoder`` itself for ``none``; for ``int8`` a copy with dynamically quantised towers
+    (the original is untouched; CPU only)."""
+    mode = mode or "none"
+    if mode not in QUANTIZE:
+        raise unknown_name("quantize mode", mode, QUANTIZE)
+    if mode == "none":
+        return encoder
+    from torch.ao.quantization import quantize_dynamic
+
+    def q(model):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's deprecation notice of quantised tensor creation
+            return quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear}, dtype=torch.qint8)
+
+    fingerprint = encoder.fingerprint()
+    out = copy.copy(encoder)
+    out._modules = dict(encoder._modules)  # a shallow copy must not swap the original's towers
+    qm = q(encoder.query_model)
+    pm = qm if encoder.passage_model is encoder.query_model else q(encoder.passage_model)
+    out.query_model, out.passage_model = qm, pm
+    out.fingerprint = lambda: fingerprint  # the same model, run in int8
+    out.quantize = mode
+    return out
+
+
+def overlap_at_k(a, b) -> float:
+    """Mean share of ``b``'s top-k ids that are in ``a``'s (two {qid: [ids]} dicts, same k)."""
+    shares = [len(set(a[q]) & set(b[q])) / max(1, len(a[q])) for q in a if q in b]
+    return sum(shares) / len(shares) if shares else 0.0

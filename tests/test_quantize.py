@@ -1,0 +1,73 @@
+"""int8 inference (issue #13, torch backend): dynamic int8 Linear layers give vectors close to
+fp32 with the same model fingerprint, through encode/search/mine and the training refresh."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import SAMPLE
+from dpr_xrisk.cli import app
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.quantize import overlap_at_k, quantized
+
+runner = CliRunner()
+TRAIN = str(SAMPLE / "biencoder-train.json")
+
+
+def cli(*args, code=0):
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exit_code == code, r.output + repr(r.exception)
+    return r.output
+
+
+def test_int8_copy_is_close_keeps_the_fingerprint_and_leaves_the_original(tiny_encoder):
+    texts = ["the quick brown fox", "jumps over the lazy dog", "the nile is a river"]
+    before = {k: v.clone() for k, v in tiny_encoder.state_dict().items()}
+    q = quantized(tiny_encoder, "int8")
+    assert q.fingerprint() == tiny_encoder.fingerprint() and q.quantize == "int8"
+    a, b = tiny_encoder.encode_passages([""] * 3, texts), q.encode_passages([""] * 3, texts)
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() > 0.98 and np.abs(a - b).max() > 0  # close, and really another computation
+    assert all(v.equal(before[k]) for k, v in tiny_encoder.state_dict().items())
+    assert quantized(tiny_encoder, "none") is tiny_encoder
+    with pytest.raises(InputError, match="unknown quantize mode 'int4'"):
+        quantized(tiny_encoder, "int4")
+
+
+def test_overlap_at_k():
+    assert overlap_at_k({1: ["a", "b"], 2: ["c", "d"]}, {1: ["a", "x"], 2: ["d", "c"]}) == 0.75
+
+
+def test_int8_pipeline_encode_search_mine(tiny_model_dir, tmp_path):
+    cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "emb", "--quantize", "int8")
+    meta = json.loads((tmp_path / "emb" / "meta-00000-of-00001.json").read_text())
+    assert meta["quantize"] == "int8"
+    cli("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx")
+    cli("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec")  # fp32 queries
+    cli("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r8.trec",
+        "--quantize", "int8")
+    out = runner.invoke(app, [str(x) for x in ("mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus",
+                                               SAMPLE / "passages.tsv", "--out", tmp_path / "neg.jsonl", "--k", 20,
+                                               "--quantize", "int8", "--check-against", "fp32")])
+    assert out.exit_code == 0, out.output
+    m = json.loads((tmp_path / "neg.jsonl.meta.json").read_text())
+    assert m["quantize"] == "int8" and 0 <= m["pool_overlap_vs_fp32"] <= 1 and m["check_questions"] == 80
+    assert "pool overlap" in out.output
+    assert "give --quantize int8" in cli("mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus",
+                                         SAMPLE / "passages.tsv", "--out", tmp_path / "n2.jsonl", "--check-against", "fp32", code=2)
+
+
+def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.trainer import train
+
+    cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
+                      max_steps=4, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="int8")
+    train(cfg, tmp_path / "m", progress=False)
+    recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
+    assert len(recs) == 2 and all("quantize_s" in r for r in recs)
+    assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1 and "int8_pool_overlap_vs_fp32" not in recs[1]
