@@ -47,7 +47,11 @@ def test_int8_pipeline_encode_search_mine(tiny_model_dir, tmp_path):
     meta = json.loads((tmp_path / "emb" / "meta-00000-of-00001.json").read_text())
     assert meta["quantize"] == "int8"
     cli("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx")
-    cli("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec")  # fp32 queries
+    assert json.loads((tmp_path / "idx" / "meta.json").read_text())["quantize"] == "int8"
+    assert "encoded with --quantize int8, the queries would be --quantize none" in cli(
+        "search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec", code=2)
+    cli("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec",
+        "--allow-backend-mismatch")  # fp32 queries on purpose
     cli("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r8.trec",
         "--quantize", "int8")
     out = runner.invoke(app, [str(x) for x in ("mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus",

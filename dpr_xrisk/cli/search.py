@@ -31,6 +31,7 @@ def search(
     fusion: Fusion = "rrf",
     alpha: Alpha = 0.5,
     depth: Annotated[int, typer.Option(min=1, help="Candidates taken from each run before fusion.", rich_help_panel=Hybrid)] = 1000,
+    allow_backend_mismatch: Annotated[bool, typer.Option("--allow-backend-mismatch", help="Search an index encoded with another --quantize than the queries' (their vectors differ slightly).")] = False,
     allow_corpus_mismatch: Annotated[bool, typer.Option("--allow-corpus-mismatch", help="Accept a --corpus other than the indexed one (has_answer is then scored against its texts).")] = False,
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
@@ -58,6 +59,12 @@ def search(
     recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
     from dpr_xrisk.quantize import quantized
 
+    indexed = meta.get("quantize", "none")
+    if indexed != quantize and not allow_backend_mismatch:
+        from dpr_xrisk.errors import InputError
+
+        raise InputError(f"the index was encoded with --quantize {indexed}, the queries would be --quantize {quantize}; "
+                         f"give --quantize {indexed}, or --allow-backend-mismatch")
     encoder = quantized(DualEncoder.load(model or meta["model"], **recorded).to(dev), quantize)
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
