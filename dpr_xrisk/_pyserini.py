@@ -11,6 +11,9 @@ Why each step exists:
    option; pyserini then finds the JVM running and skips its own set-up (it catches that error).
 3. ``pyserini.search.lucene`` builds an OpenAI client at import, which fails without
    ``OPENAI_API_KEY``; nothing here calls OpenAI, so any placeholder value will do.
+4. Java's own INFO lines (SLF4J's provider notice, Lucene's ``MemorySegmentIndexInput`` notice
+   through java.util.logging) are noise on every run: only warnings are shown, unless
+   ``DPR_XRISK_VERBOSE=1`` (what ``bm25 ... --verbose`` sets).
 """
 
 from __future__ import annotations
@@ -52,5 +55,13 @@ def start_jvm() -> None:
             raise RuntimeError("pyserini's Anserini jar is missing; reinstall pyserini==1.6.0")
         jnius_config.add_classpath(jar[-1])
         jnius_config.add_options("-Xmx4g")  # enough for Lucene indexing of a few million passages
+        if not os.environ.get("DPR_XRISK_VERBOSE"):
+            import tempfile
+
+            props = Path(tempfile.gettempdir()) / "dpr_xrisk-java-logging.properties"
+            props.write_text("handlers=java.util.logging.ConsoleHandler\n.level=WARNING\n"
+                             "java.util.logging.ConsoleHandler.level=WARNING\n")
+            jnius_config.add_options("-Dslf4j.internal.verbosity=WARN", f"-Djava.util.logging.config.file={props}",
+                                     "-Dlog4j2.level=WARN")
         import jnius  # noqa: F401  (this starts the JVM)
     _started = True

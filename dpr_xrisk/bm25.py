@@ -33,7 +33,7 @@ def build_bm25_index(corpus, out_dir, threads: int = 2, overwrite: bool = False)
         jnius.autoclass("io.anserini.index.IndexCollection").main([
             "-collection", "JsonCollection", "-input", coll, "-index", str(lucene_dir),
             "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), "-storeRaw", "-quiet"])
-        (tmp / "meta.json").write_text(json.dumps({"kind": "bm25", "corpus": str(corpus), "count": n,
+        (tmp / "meta.json").write_text(json.dumps({"kind": "bm25", "corpus": str(Path(corpus).resolve()), "count": n,
                                                    "collection": "JsonCollection(contents=title\\ntext)"}, indent=2) + "\n")
     return Path(out_dir)
 

@@ -141,7 +141,8 @@ def _remove_shard(out: Path, shard_id: int, num_shards: int) -> None:
 
 def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_size: int = 128,
                   dtype: str = "float32", bf16: bool = False, shard_id: int = 0, num_shards: int = 1,
-                  chunk_size: int = CHUNK, progress: bool = True, model_name: str = "", overwrite: bool = False) -> Path:
+                  chunk_size: int = CHUNK, progress: bool = True, model_name: str = "", overwrite: bool = False,
+                  desc: str | None = None) -> Path:
     """Encode one shard of ``corpus`` into ``out_dir``; returns the shard's meta path.
 
     A finished shard of the same model and corpus is kept as it is; one of another model or
@@ -201,7 +202,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     passages = itertools.islice(read_passages(corpus, check_duplicates=False), start, end)
     id_check = IdCheck()
     bar = tqdm(total=count, initial=min(done * chunk_size, count), unit="psg", disable=not progress,
-               desc=f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
+               desc=desc or f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
     t0 = time.perf_counter()
     encoder.eval()
     fix_mmap_threshold()

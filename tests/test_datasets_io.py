@@ -85,3 +85,22 @@ def test_convert_dataset_writes_more_rows_than_one_batch(tmp_path):
     cli("convert", "dataset", "--input", tmp_path / "p.tsv", "--out", tmp_path / "ds")
     got = list(read_passages(tmp_path / "ds"))
     assert len(got) == count_passages(tmp_path / "ds") == n and got[-1].id == f"p{n - 1}"
+
+
+def test_table_bad_inputs_are_one_line_errors(tmp_path, tiny_model_dir):
+    pq.write_table(pa.table({"id": ["a", "b"], "text": [1, 2]}), tmp_path / "t.parquet")
+    with pytest.raises(InputError, match=r"t.parquet:1: row has no id or a text that is not a string"):
+        list(read_passages(tmp_path / "t.parquet"))
+    pq.write_table(pa.table({"id": ["a", "a"], "text": ["x", "y"]}), tmp_path / "d.parquet")
+    with pytest.raises(InputError, match=r"d.parquet:2: duplicate passage id 'a'"):
+        list(read_passages(tmp_path / "d.parquet"))
+    pq.write_table(pa.table({"question": pa.array([], pa.string())}), tmp_path / "q0.parquet")
+    with pytest.raises(InputError, match=r"q0.parquet: no questions in table"):
+        read_questions(tmp_path / "q0.parquet")
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}), tmp_path / "p0.parquet")
+    out = cli("encode", "--model", tiny_model_dir, "--corpus", tmp_path / "p0.parquet", "--out", tmp_path / "e", code=2)
+    assert "corpus has no passages" in out
+    pq.write_table(pa.table({"question": ["q"], "answers": [["a", ""]]}), tmp_path / "qa.parquet")
+    with pytest.raises(InputError, match="empty answer string"):
+        read_questions(tmp_path / "qa.parquet")
+    assert "nothing to write" in cli("convert", "dataset", "--input", tmp_path / "p0.parquet", "--out", tmp_path / "x", code=2)

@@ -93,7 +93,41 @@ def test_generated_flags_reach_the_config(tmp_path):
                             "--refresh-skip-ranks", "3", "--eval-ks", "1", "--eval-ks", "10", "--no-filter-answers",
                             "--bf16", "--corpus-size", "1000", "--print-config"])
     assert r.exit_code == 0, r.output
-    (tmp_path / "c.toml").write_text(r.output)
+    assert "old spelling of --precision bf16" in r.stderr
+    (tmp_path / "c.toml").write_text(r.stdout)
     cfg = TrainConfig.load(tmp_path / "c.toml")
     assert cfg == TrainConfig(train=("a.json", "b.json"), train_weights=(2.0, 1.0), refresh_skip_ranks=3, eval_ks=(1, 10),
                               filter_answers=False, bf16=True, corpus_size=1000)
+
+
+def test_training_says_what_it_is_doing(tiny_model_dir, tmp_path):
+    """Issue #14 item 5: the step-0 mining, refreshes and dev evaluations show progress, and a
+    run whose best dev point is the starting model says so."""
+    from conftest import SAMPLE
+
+    r = runner.invoke(app, ["train", "--model", str(tiny_model_dir), "--train", str(SAMPLE / "biencoder-train.json"),
+                            "--corpus", str(SAMPLE / "passages.tsv"), "--dev", str(SAMPLE / "dev.qa.tsv"),
+                            "--negatives", "model", "--refresh-every", "2", "--refresh-k", "20", "--batch-size", "8",
+                            "--max-steps", "3", "--eval-every", "2", "--save-every", "2", "--lr", "1e-9",
+                            "--out", str(tmp_path / "m")])
+    assert r.exit_code == 0, r.output
+    for line in ("mining the first negative pools", "refresh: encode", "dev at step 0:", "dev at step 2:",
+                 "checkpoint step-2 saved"):
+        assert line in r.output, line
+    if "at step 0 in" in r.output:
+        assert "the starting model: no trained step beat it" in r.output
+
+
+def test_java_info_lines_are_hidden_unless_verbose(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import SAMPLE
+
+    subprocess.run([sys.executable, "-m", "dpr_xrisk", "bm25", "index", "--corpus", str(SAMPLE / "passages.tsv"),
+                    "--out", str(tmp_path / "b")], check=True, capture_output=True)
+    args = ["search", "--index", str(tmp_path / "b"), "--queries", str(SAMPLE / "test.qa.tsv"), "--out-run", str(tmp_path / "r")]
+    quiet = subprocess.run([sys.executable, "-m", "dpr_xrisk", "bm25", *args], capture_output=True, text=True)
+    loud = subprocess.run([sys.executable, "-m", "dpr_xrisk", "bm25", "--verbose", *args], capture_output=True, text=True)
+    assert quiet.returncode == loud.returncode == 0
+    assert "INFO" not in quiet.stderr and "SLF4J" not in quiet.stderr and "INFO" in loud.stderr

@@ -10,6 +10,17 @@ from dpr_xrisk.cli._options import K, Corpus, OutJson, OutRun, Queries
 app = typer.Typer(no_args_is_help=True, help="BM25 through pyserini/Lucene (k1=0.9, b=0.4 as in DPR/pyserini).")
 
 
+@app.callback()
+def bm25_options(
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show Java/Lucene's INFO lines (hidden by default).")] = False,
+):
+    """BM25 through pyserini/Lucene (k1=0.9, b=0.4 as in DPR/pyserini)."""
+    if verbose:
+        import os
+
+        os.environ["DPR_XRISK_VERBOSE"] = "1"
+
+
 @app.command("index")
 def bm25_index(
     corpus: Corpus,

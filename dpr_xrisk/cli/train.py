@@ -133,8 +133,12 @@ def _train(
 
             shutil.rmtree(out, ignore_errors=True)
         raise
-    typer.echo(f"trained {summary['steps']} steps in {summary['seconds']:.1f}s; model in {out}"
-               + (f"; best {cfg.select_metric} {summary['best']:.4f} at step {summary['best_step']} in {out / 'best'}" if summary["best"] is not None else ""))
+    best = ""
+    if summary["best"] is not None:
+        best = f"; best dev {cfg.select_metric} {summary['best']:.4f} at step {summary['best_step']} in {out / 'best'}"
+        if summary["best_step"] == 0:
+            best += " (the starting model: no trained step beat it on the dev set)"
+    typer.echo(f"trained {summary['steps']} steps in {summary['seconds']:.1f}s; model in {out}{best}")
 
 
 def _build():

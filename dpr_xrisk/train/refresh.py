@@ -54,7 +54,8 @@ def validate_refresh(encoder, corpus, k: int, factory: str) -> int:
 
 
 def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: int | None, cursor: int,
-                     fraction: float, batch_size: int = 128, bf16: bool = False) -> tuple[Path, int, dict]:
+                     fraction: float, batch_size: int = 128, bf16: bool = False,
+                     progress: bool = False) -> tuple[Path, int, dict]:
     """``--refresh-fraction``: re-encode only ``ceil(fraction * N)`` passages, the oldest first.
 
     The corpus embeddings live in versioned folders ``cache_root/step-S/emb`` (an ordinary
@@ -76,7 +77,7 @@ def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: in
     prev = cache_root / f"step-{prev_step}" if prev_step is not None else None
     if prev is None or not (prev / "age.npy").exists():
         emb = new / "emb"
-        encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=False)
+        encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode")
         n = load_shards(emb)[0]["count"]
         np.save(new / "age.npy", np.full(n, step, dtype=np.int64))
         return emb, 0, {"reencoded": n, "stale_share": 0.0, "mean_staleness_steps": 0.0, "max_staleness_steps": 0}
@@ -123,7 +124,7 @@ def prune_cache(cache_root: Path, keep: set[int]) -> None:
 def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
                   margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
                   bf16: bool = False, work_dir: str | Path | None = None,
-                  embeddings: Path | None = None) -> RefreshResult:
+                  embeddings: Path | None = None, progress: bool = False) -> RefreshResult:
     """Mine new pools for every question of every training set with the current encoder
     (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`)."""
     from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
@@ -138,7 +139,7 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         t0 = time.perf_counter()
         emb = embeddings if embeddings is not None else Path(tmp) / "emb"
         if embeddings is None:
-            encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=False)
+            encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode")
         t1 = time.perf_counter()
         build_index(emb, Path(tmp) / "index", factory=factory)
         index, ids, meta = load_index(Path(tmp) / "index")

@@ -143,7 +143,8 @@ def prepare(cfg: TrainConfig):
     return encoder, store, sets
 
 
-def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None, state=None) -> float:
+def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None, state=None,
+            progress: bool = False) -> float:
     """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds.
     Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others.
     With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
@@ -165,11 +166,13 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             t0 = time.perf_counter()
             cache = out / "refresh_cache"
             emb, cursor, extra = partial_reencode(encoder, cfg.corpus, cache, step, state.get("refresh_cache_step"),
-                                                  state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=cfg.bf16)
+                                                  state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=cfg.bf16,
+                                                  progress=progress)
             extra.update(encode_s=round(time.perf_counter() - t0, 3), cursor=cursor)
         result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
-                               filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb)
+                               filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb,
+                               progress=progress)
         if extra:
             result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0), 3)
             result.stats.update(extra)
@@ -382,8 +385,14 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
               file=sys.stderr)
 
     t_start = time.perf_counter()  # training wall time, the initial mining included
+
+    def say(line: str) -> None:  # a progress line on stderr (main process, progress on)
+        if progress:
+            print(line, file=sys.stderr, flush=True)
     if cfg.negatives == "model" and state["step"] == 0:
-        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state)
+        if progress:
+            print("mining the first negative pools with the starting encoder", file=sys.stderr, flush=True)
+        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state, progress=progress)
     refreshing = bool(refresh_periods) or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
@@ -408,7 +417,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         ddp.barrier()
 
     if dev_questions is not None and state["step"] == 0:
-        run_eval(encoder, cfg, dev_questions, dev_corpus, state, 0, log, out, ddp)  # the "before" point
+        run_eval(encoder, cfg, dev_questions, dev_corpus, state, 0, log, out, ddp, say=say)  # the "before" point
     encoder.train()
     micro = cfg.batch_size // cfg.grad_accum
     bar = tqdm(total=steps, initial=state["step"], desc="train", unit="step", disable=not progress)
@@ -416,7 +425,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
             if step > 0 and any(step % r == 0 for r in refresh_periods):
-                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state)
+                state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state,
+                                                    progress=progress)
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
             # dropout of step t, independent of history; each rank its own stream under torchrun
@@ -456,18 +466,20 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             bar.set_postfix(loss=f"{total_loss:.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
             bar.update(1)
             if dev_questions is not None and cfg.eval_every and done % cfg.eval_every == 0 and done < steps:
-                run_eval(encoder, cfg, dev_questions, dev_corpus, state, done, log, out, ddp)
+                run_eval(encoder, cfg, dev_questions, dev_corpus, state, done, log, out, ddp, say=bar.write if progress else None)
             if probe is not None and done % cfg.probe_every == 0 and ddp.main:
                 log.write({"event": "probe", "step": done,
                            **probe_estimator(encoder, loss_fn, cfg, sets, store, offsets, probe, probe_passages)})
             if cfg.save_every and done % cfg.save_every == 0 and done < steps:
                 checkpoint(done)
+                if progress:
+                    bar.write(f"checkpoint step-{done} saved")
             if on_step is not None:
                 on_step(done)
     finally:
         bar.close()
     if dev_questions is not None:
-        run_eval(encoder, cfg, dev_questions, dev_corpus, state, steps, log, out, ddp)
+        run_eval(encoder, cfg, dev_questions, dev_corpus, state, steps, log, out, ddp, say=say)
     checkpoint(steps)
     encoder.eval()
     if ddp.main:
@@ -639,10 +651,11 @@ def inference_settings(encoder, cfg: TrainConfig):
                                passage_max_length=cfg.inference_passage_max_length or p_len)
 
 
-def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp=None) -> None:
+def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp=None, say=None) -> None:
     if ddp is not None and not ddp.main:
         state.update(ddp.broadcast(None))  # rank 0 evaluates; the others learn the best so far
         return
+    t0 = time.perf_counter()
     metrics = evaluate_dev(encoder, cfg, dev_questions, dev_corpus)
     value = metrics.get(cfg.select_metric)
     if value is None:
@@ -654,5 +667,8 @@ def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp
         encoder.save(out / "best", inference_settings(encoder, cfg))
         (out / "best" / "dev_metrics.json").write_text(json.dumps({"step": step, **metrics}, indent=2))
     log.write({"event": "eval", "step": step, **metrics, "best": state["best"], "best_step": state["best_step"]})
+    if say is not None:
+        say(f"dev at step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+            + f" ({time.perf_counter() - t0:.0f} s)" + (" -- best so far, saved to best/" if improved else ""))
     if ddp is not None and ddp.active:
         ddp.broadcast({"best": state["best"], "best_step": state["best_step"]})
