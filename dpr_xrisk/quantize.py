@@ -2,9 +2,9 @@
 (``torch.ao.quantization.quantize_dynamic``, fbgemm/x86 kernels on CPUs) -- weights int8,
 activations quantised on the fly, embeddings, LayerNorms and pooling in float32.
 
-The quantised copy keeps the model's fingerprint: it is the same model run faster, so an index
-encoded in int8 is searched with fp32 queries and the reverse (embeddings metas record the
-``quantize`` used). Model folders never hold anything quantisation-specific.
+The quantised copy keeps the model's fingerprint (it is the same model, run in int8); the
+embeddings and index metas record the ``quantize`` used, and ``search`` refuses queries of another
+mode unless ``--allow-backend-mismatch``. Model folders never hold anything quantisation-specific.
 """
 
 from __future__ import annotations
