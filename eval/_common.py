@@ -104,6 +104,19 @@ def write_report(path: Path, text: str) -> None:
     replace_text(path, text + ("\n" + keep if keep else ""))
 
 
+def replace_section(path: Path, heading: str, section: str) -> None:
+    """Put ``section`` (starting with the ``## heading`` line) into a Markdown file in place of the
+    section of that heading, or at its end."""
+    text = path.read_text(encoding="utf-8")
+    start = text.find(heading)
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    replace_text(path, text)
+
+
 def save_figure(fig, path: Path) -> None:
     """Save a matplotlib figure as PNG (atomically, like ``replace_text``) and close it."""
     import matplotlib.pyplot as plt

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import EVAL, RESULTS, WORK, machine  # noqa: E402
+from _common import EVAL, RESULTS, replace_section, WORK, machine  # noqa: E402
 
 BASE = WORK / "datasets"
 
@@ -115,15 +115,7 @@ def main() -> None:
                "of ids grows with any corpus; `encode` keeps 8 bytes per id for it); arrow-random: `load_from_disk` "
                "and 10,000 random rows. Anonymous RSS excludes the memory-mapped Arrow pages, which the OS can drop.\n")
     print(section)
-    md = EVAL / "RESULTS.md"
-    text = md.read_text()
-    start = text.find("## Reading a large corpus: TSV into lists vs")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    md.write_text(text)
+    replace_section(EVAL / "RESULTS.md", "## Reading a large corpus: TSV into lists vs", section)
 
 
 if __name__ == "__main__":

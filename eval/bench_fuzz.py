@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import EVAL, RESULTS, machine  # noqa: E402
+from _common import EVAL, RESULTS, replace_section, machine  # noqa: E402
 
 ROOT = EVAL.parent
 
@@ -53,15 +53,7 @@ def main() -> None:
     print(section)
     if proc.returncode != 0:
         print(out[-4000:], file=sys.stderr)
-    results_md = EVAL / "RESULTS.md"
-    text = results_md.read_text()
-    start = text.find("## Fuzzed readers (issue #15)")
-    if start >= 0:
-        end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    results_md.write_text(text)
+    replace_section(EVAL / "RESULTS.md", "## Fuzzed readers (issue #15)", section)
     sys.exit(proc.returncode)
 
 

@@ -116,3 +116,16 @@ def squad_bm25(squad_dir, tmp_path_factory):
     questions = read_questions(squad_dir / "test.qa.tsv")[:800]  # enough for the references, quick
     run = bm25_search(index, questions, k=100, progress=False)
     return run, questions, load_passage_texts(squad_dir / "passages.tsv")
+
+
+def cli(*args, code: int = 0, stdin: str | None = None, env: dict | None = None) -> str:
+    """Run ``dpr-xrisk ARGS`` in-process; assert the exit code and that no traceback was printed;
+    return what it printed (stdout and stderr)."""
+    from typer.testing import CliRunner
+
+    from dpr_xrisk.cli import app
+
+    r = CliRunner().invoke(app, [str(a) for a in args], input=stdin, env=env)
+    assert r.exit_code == code, r.output + repr(r.exception)
+    assert "Traceback" not in r.output
+    return r.output

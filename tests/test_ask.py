@@ -6,22 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import SAMPLE
+from conftest import SAMPLE, cli
 from dpr_xrisk.answers import has_answer
-from dpr_xrisk.cli import app
 from dpr_xrisk.io.passages import read_passages
 
-runner = CliRunner()
 QUESTION = "Where does the White Nile rise?"
-
-
-def cli(*args, code=0, stdin=None):
-    result = runner.invoke(app, [str(a) for a in args], input=stdin)
-    assert result.exit_code == code, result.output + repr(result.exception)
-    assert "Traceback" not in result.output
-    return result.output
 
 
 @pytest.fixture(scope="module")

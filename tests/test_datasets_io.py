@@ -9,22 +9,12 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from conftest import SAMPLE
-from dpr_xrisk.cli import app
+from conftest import SAMPLE, cli
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.biencoder import read_biencoder
 from dpr_xrisk.io.passages import count_passages, read_passages
 from dpr_xrisk.io.questions import read_questions
-
-runner = CliRunner()
-
-
-def cli(*args, code=0):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, result.output + repr(result.exception)
-    return result.output
 
 
 @pytest.fixture(scope="module")

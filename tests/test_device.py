@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import SAMPLE
+from conftest import SAMPLE, cli
 from dpr_xrisk.cli import app
 from dpr_xrisk.device import resolve_device, resolve_precision
 from dpr_xrisk.errors import InputError
@@ -17,13 +17,6 @@ TRAIN = str(SAMPLE / "biencoder-train.json")
 NO_CUDA = not torch.cuda.is_available()
 gpu = pytest.mark.gpu
 needs_cuda = pytest.mark.skipif(NO_CUDA, reason="no CUDA device here (eval/gpu_check.sh runs these on a GPU)")
-
-
-def cli(*args, code=0):
-    r = runner.invoke(app, [str(a) for a in args])
-    assert r.exit_code == code, r.output + repr(r.exception)
-    assert "Traceback" not in r.output
-    return r.output
 
 
 def test_device_parsing():

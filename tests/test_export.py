@@ -5,21 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from conftest import SAMPLE
-from dpr_xrisk.cli import app
+from conftest import SAMPLE, cli
 from dpr_xrisk.encoder import DualEncoder
 from dpr_xrisk.io.passages import read_passages
 from dpr_xrisk.io.questions import read_questions
-
-runner = CliRunner()
-
-
-def cli(*args, code=0):
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, result.output + repr(result.exception)
-    return result.output
 
 
 @pytest.fixture(scope="module")

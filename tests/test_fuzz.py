@@ -60,12 +60,16 @@ def as_tuples(ps):
 
 
 # ---- round trips -----------------------------------------------------------------------------------
+def passages_round_trip(name: str, write, ps) -> None:
+    f = tmpfile(name)
+    write(f, ps)
+    assert as_tuples(read_passages(f)) == as_tuples(ps) and count_passages(f) == len(ps)
+
+
 @FUZZ
 @given(passages)
 def test_passages_tsv_round_trip(ps):
-    f = tmpfile("p.tsv")
-    write_passages_tsv(f, ps)
-    assert as_tuples(read_passages(f)) == as_tuples(ps) and count_passages(f) == len(ps)
+    passages_round_trip("p.tsv", write_passages_tsv, ps)
 
 
 @FUZZ
@@ -73,9 +77,7 @@ def test_passages_tsv_round_trip(ps):
 def test_passages_jsonl_round_trip(ps):
     # pyserini's contents = title + newline + text; a title in double quotes loses them (pyserini's own rule)
     assume(not any(len(p.title) >= 2 and p.title[0] == p.title[-1] == '"' for p in ps))
-    f = tmpfile("p.jsonl")
-    write_jsonl_collection(f, ps)
-    assert as_tuples(read_passages(f)) == as_tuples(ps) and count_passages(f) == len(ps)
+    passages_round_trip("p.jsonl", write_jsonl_collection, ps)
 
 
 @FUZZ

@@ -9,19 +9,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import SAMPLE
+from conftest import SAMPLE, cli
 from dpr_xrisk.cli import app
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.quantize import overlap_at_k, quantized
 
 runner = CliRunner()
 TRAIN = str(SAMPLE / "biencoder-train.json")
-
-
-def cli(*args, code=0):
-    r = runner.invoke(app, [str(a) for a in args])
-    assert r.exit_code == code, r.output + repr(r.exception)
-    return r.output
 
 
 def test_int8_copy_is_close_keeps_the_fingerprint_and_leaves_the_original(tiny_encoder):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from conftest import SAMPLE
+from conftest import SAMPLE, cli
 from dpr_xrisk.cli import app
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.biencoder import read_biencoder
@@ -18,13 +18,6 @@ from dpr_xrisk.io.passages import count_passages, read_passages
 from dpr_xrisk.io.questions import read_questions
 
 runner = CliRunner()
-
-
-def cli(*args, code=0, env=None):
-    result = runner.invoke(app, [str(a) for a in args], env=env)
-    assert result.exit_code == code, result.output + repr(result.exception)
-    assert "Traceback" not in result.output
-    return result.output
 
 
 def write(path, data: str | bytes):
