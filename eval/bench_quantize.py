@@ -1,0 +1,154 @@
+"""int8 inference (issue #13, torch backend): speed and quality against fp32 and bf16, side by side.
+
+Speed: passages/s of ``encode_passages`` on the first ``--n`` passages of wikipedia-100k for ours
+fp32, bf16 and int8 (``--quantize int8``) and sentence-transformers fp32 (``encode``), same
+model (MiniLM), max length 256, batch 64, ``--threads`` threads, repetitions interleaved (the
+order rotates), medians reported; plus the machine's fp32 GEMM rate (2048^3 matmul on the same
+threads) and each path's GFLOP/s as a share of it (FLOPs counted from the Linear layers and the
+attention products at each passage's token count).
+
+Quality: zero-shot MiniLM on the SQuAD held-out articles (``convert squad --test-fraction 0.25
+--seed 0``; the 3,244 test questions against the test articles' paragraphs, bench_refresh's
+``test-articles`` corpus), passages and questions encoded in fp32, bf16 and int8: DPR top-1/5/20,
+RR@10 by answer, and the overlap of each top-20 with fp32's.
+
+    python eval/bench_quantize.py [--n 1000 --reps 3 --threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from _common import EVAL, RESULTS, SHARED, WIKI, WORK, machine, median, replace_section  # noqa: E402
+
+BASE = WORK / "quantize"
+
+
+def gemm_gflops(reps: int = 3) -> float:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * 2048 ** 3 * reps / (time.perf_counter() - t0) / 1e9
+
+
+def flops_per_passage(encoder, n_tokens: np.ndarray) -> np.ndarray:
+    linear = sum(m.in_features * m.out_features for m in encoder.passage_model.modules() if isinstance(m, torch.nn.Linear))
+    cfg = encoder.passage_model.config
+    attention = 4 * n_tokens.astype(np.float64) ** 2 * cfg.hidden_size * cfg.num_hidden_layers  # QK^T and AV
+    return 2 * linear * n_tokens + attention
+
+
+def speed(args, fp32, int8) -> dict:
+    from sentence_transformers import SentenceTransformer
+
+    from dpr_xrisk.encoder import resolve_model_path
+    from dpr_xrisk.io.passages import read_passages
+
+    ps = [p for _, p in zip(range(args.n), read_passages(WIKI, check_duplicates=False))]
+    titles, texts = [p.title for p in ps], [p.text for p in ps]
+    st = SentenceTransformer(str(resolve_model_path("minilm")), device="cpu")
+    st.max_seq_length = 256
+    joined = [f"{t} {x}" for t, x in zip(titles, texts)]
+    paths = {"ours fp32": lambda: fp32.encode_passages(titles, texts, batch_size=64),
+             "ours bf16": lambda: fp32.encode_passages(titles, texts, batch_size=64, bf16=True),
+             "ours int8": lambda: int8.encode_passages(titles, texts, batch_size=64),
+             "st fp32": lambda: st.encode(joined, batch_size=64, convert_to_numpy=True)}
+    for fn in paths.values():  # warm-up
+        fn()
+    times: dict[str, list] = {k: [] for k in paths}
+    names = list(paths)
+    for r in range(args.reps):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.perf_counter()
+            paths[name]()
+            times[name].append(time.perf_counter() - t0)
+    tokens = np.array([len(x) for x in fp32.tokenize_passages(titles, texts, padding=False, return_tensors=None)["input_ids"]])
+    gflop = float(flops_per_passage(fp32, tokens).sum()) / 1e9
+    peak = gemm_gflops()
+    out = {"passages": len(ps), "mean_tokens": round(float(tokens.mean()), 1), "gemm_fp32_gflops": round(peak, 1), "paths": {}}
+    ref = args.n / median(times["st fp32"])
+    for name, ts in times.items():
+        rate = args.n / median(ts)
+        out["paths"][name] = {"seconds": [round(t, 2) for t in ts], "psg_per_s": round(rate, 1),
+                              "vs_st_fp32": round(rate / ref, 3), "gflops": round(gflop / median(ts), 1),
+                              "share_of_fp32_gemm": round(gflop / median(ts) / peak, 3)}
+    return out
+
+
+def quality(fp32, int8) -> dict:
+    from dpr_xrisk.answers import has_answer
+    from dpr_xrisk.convert import squad_to_dpr
+    from dpr_xrisk.io.passages import read_passages
+    from dpr_xrisk.io.questions import read_questions
+
+    squad = BASE / "squad"
+    if not (squad / "test.qa.tsv").exists():
+        squad_to_dpr(SHARED / "squad-v1.1-dev" / "dev-v1.1.json", squad, test_fraction=0.25, seed=0)
+    test_articles = set(json.loads((squad / "convert-meta.json").read_text())["test_articles"])
+    ps = [p for p in read_passages(squad / "passages.tsv") if int(p.id.split("-")[1]) in test_articles]
+    qs = read_questions(squad / "test.qa.tsv")
+    out, tops = {"passages": len(ps), "questions": len(qs)}, {}
+    for name, enc, bf16 in (("fp32", fp32, False), ("bf16", fp32, True), ("int8", int8, False)):
+        p = enc.encode_passages([x.title for x in ps], [x.text for x in ps], bf16=bf16)
+        q = enc.encode_queries([x.text for x in qs], bf16=bf16)
+        top = np.argsort(-(q @ p.T), axis=1)[:, :20]
+        tops[name] = top
+        first = np.array([next((r for r, i in enumerate(row) if has_answer(ps[i].text, qq.answers)), 99)
+                          for row, qq in zip(top, qs)])
+        out[name] = {"top1": round(float((first < 1).mean()), 4), "top5": round(float((first < 5).mean()), 4),
+                     "top20": round(float((first < 20).mean()), 4),
+                     "rr@10": round(float(np.where(first < 10, 1.0 / (first + 1), 0.0).mean()), 4)}
+    for name in ("bf16", "int8"):
+        out[name]["top20_overlap_with_fp32"] = round(float(np.mean([len(set(a) & set(b)) / 20 for a, b in
+                                                                    zip(tops["fp32"], tops[name])])), 4)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.quantize import quantized
+
+    fp32 = DualEncoder.load("minilm").eval()
+    int8 = quantized(fp32, "int8")
+    res = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
+           "threads": args.threads, "speed": speed(args, fp32, int8), "quality": quality(fp32, int8)}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "bench_quantize.json").write_text(json.dumps(res, indent=2) + "\n")
+    sp, qu = res["speed"], res["quality"]
+    rows = "\n".join(f"| {k} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
+                     f"{', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
+    qrows = "\n".join(f"| {k} | {qu[k]['top1']:.4f} | {qu[k]['top5']:.4f} | {qu[k]['top20']:.4f} | {qu[k]['rr@10']:.4f} | "
+                      f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in ("fp32", "bf16", "int8"))
+    section = (f"## int8 inference (issue #13)\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; "
+               f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s.\n\n"
+               f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
+               "| path | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | seconds per rep |\n|---|---:|---:|---:|---:|---|\n"
+               + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
+               "test-article paragraphs (DPR answer match):\n\n"
+               "| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n" + qrows + "\n")
+    print(section)
+    replace_section(EVAL / "RESULTS.md", "## int8 inference (issue #13)", section)
+
+
+if __name__ == "__main__":
+    main()
