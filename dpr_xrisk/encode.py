@@ -123,6 +123,19 @@ def file_fingerprint(path: str | Path) -> str:
     return f"{size}-{head.hexdigest()[:16]}-{tail.hexdigest()[:16]}"
 
 
+def provenance(**inputs) -> dict:
+    """Each input's absolute path and :func:`file_fingerprint` ({name: {path, fingerprint}}, a list
+    for a list of paths; None values skipped): what an output was made from."""
+    out = {}
+    for name, value in inputs.items():
+        paths = value if isinstance(value, (list, tuple)) else [value]
+        recs = [{"path": str(Path(p).resolve()), "fingerprint": file_fingerprint(p)} for p in paths
+                if p is not None and Path(p).exists()]
+        if recs:
+            out[name] = recs if isinstance(value, (list, tuple)) else recs[0]
+    return out
+
+
 def same_corpus(a: str | None, b: str | None) -> bool:
     """Whether two corpus fingerprints name one corpus (older ones lack the tail hash)."""
     if not a or not b:

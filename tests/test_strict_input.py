@@ -294,3 +294,16 @@ def test_failed_training_leaves_no_output_folder(tmp_path):
     (tmp_path / "b.json").write_text('[{"question": "q", "answers": ["a"], "positive_ctxs": []}]')
     out = cli("train", "--train", tmp_path / "b.json", "--out", tmp_path / "m", "--batch-size", 2, code=2)
     assert out.startswith("error: ") and not (tmp_path / "m").exists()
+
+
+def test_search_output_and_trained_model_record_what_made_them(tmp_path, cls_index, tiny_model_dir):
+    from dpr_xrisk.encode import file_fingerprint
+
+    cli("search", "--index", cls_index, "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec")
+    made = json.loads((tmp_path / "r.trec.meta.json").read_text())
+    assert made["inputs"]["queries"]["fingerprint"] == file_fingerprint(SAMPLE / "test.qa.tsv")
+    assert made["index"] == [str(cls_index.resolve())] and made["fingerprint"]
+    train = SAMPLE / "biencoder-train.json"
+    cli("train", "--model", tiny_model_dir, "--train", train, "--out", tmp_path / "m", "--batch-size", 4, "--max-steps", 1)
+    prov = json.loads((tmp_path / "m" / "provenance.json").read_text())
+    assert prov["inputs"]["train"] == [{"path": str(train.resolve()), "fingerprint": file_fingerprint(train)}]

@@ -23,6 +23,7 @@ def evaluate(
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also write one PNG chart: top-k accuracy vs the evaluated k's (or recall/MRR/nDCG bars). Full reports: `dpr-xrisk report`.")] = None,
 ):
     """Score runs: DPR top-k accuracy (answers) and recall/MRR/nDCG (qrels), as a table and JSON."""
+    from dpr_xrisk.encode import provenance
     from dpr_xrisk.evaluate import check_ks, check_qrels_docs, evaluate_run, read_any_run
     from dpr_xrisk.io.common import write_json
     from dpr_xrisk.io.questions import read_questions
@@ -55,27 +56,13 @@ def evaluate(
                        "judged question(s)", err=True)
     if out is not None:
         write_json(out, {"results": results, "command": shlex.join(["dpr-xrisk", *sys.argv[1:]]),
-                         "inputs": provenance(run=run, answers=answers, corpus=corpus, qrels=qrels)})
+                         "inputs": provenance(run=list(run), answers=answers, corpus=corpus, qrels=qrels)})
         typer.echo(f"wrote {out}", err=True)
     if plot is not None:
         from dpr_xrisk.report.charts import write_quick_eval_chart
 
         write_quick_eval_chart(results, plot)
         typer.echo(f"wrote {plot}", err=True)
-
-
-def provenance(**inputs) -> dict:
-    """What the numbers were computed from: each input's absolute path and fingerprint (size and
-    head/tail hashes), so an eval JSON names the exact run, qrels, answers and corpus behind it."""
-    from dpr_xrisk.encode import file_fingerprint
-
-    out = {}
-    for name, value in inputs.items():
-        paths = value if isinstance(value, list) else [value]
-        recs = [{"path": str(Path(p).resolve()), "fingerprint": file_fingerprint(p)} for p in paths if p is not None]
-        if recs:
-            out[name] = recs if isinstance(value, list) else recs[0]
-    return out
 
 
 def format_table(results: list[dict]) -> str:

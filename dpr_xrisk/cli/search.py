@@ -79,6 +79,15 @@ def search(
     from dpr_xrisk.cli._options import write_outputs
 
     write_outputs(run, questions, texts_from, out_run, out_json, tag)
+    from dpr_xrisk.encode import provenance
+    from dpr_xrisk.io.common import write_json
+
+    made_from = {"model": meta["model"], "fingerprint": encoder.fingerprint(), "quantize": quantize, "k": k, "tag": tag,
+                 "index": [str(Path(i).resolve()) for i in index], "corpus_fingerprint": meta.get("corpus_fingerprint"),
+                 "inputs": provenance(queries=queries, bm25_index=bm25_index)}
+    for path in (out_run, out_json):
+        if path is not None:  # what made this run, beside it (a TREC run or DPR JSON cannot hold it)
+            write_json(Path(f"{path}.meta.json"), made_from)
 
 
 def fuse_runs(

@@ -484,6 +484,12 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     encoder.eval()
     if ddp.main:
         encoder.save(out, inference_settings(encoder, cfg))  # the output folder is a model folder for encode/search
+        from dpr_xrisk.encode import provenance
+        from dpr_xrisk.io.common import write_json
+
+        write_json(out / "provenance.json", {"base_model": cfg.model, "inputs": provenance(
+            train=list(cfg.train), corpus=cfg.corpus, dev=cfg.dev, dev_corpus=cfg.dev_corpus,
+            negatives_file=cfg.negatives_file)})
     ddp.barrier()
     wall = state.get("wall_seconds", 0.0) + time.perf_counter() - t_start  # all sessions of a resumed run
     summary = {"steps": steps, "seconds": round(wall, 3), "best": state["best"], "best_step": state["best_step"],
