@@ -104,3 +104,11 @@ def test_faiss_gpu_without_gpu_faiss_is_an_error(tmp_path):
     out = cli("search", "--index", tmp_path, "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r",
               "--faiss-gpu", code=2)
     assert "--faiss-gpu:" in out and not (tmp_path / "r").exists()
+
+
+def test_encode_under_torchrun_takes_its_shard_from_the_rank(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "emb", "--device", "cpu")
+    assert sorted(p.name for p in (tmp_path / "emb").glob("meta-*")) == ["meta-00000-of-00002.json", "meta-00001-of-00002.json"]

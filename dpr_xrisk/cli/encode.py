@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -17,8 +17,8 @@ def encode(
     bf16: Bf16 = False,
     device: Device = "auto",
     quantize: Quantize = "none",
-    shard_id: Annotated[int, typer.Option(min=0, help="This process's shard (0-based).", rich_help_panel="Sharding")] = 0,
-    num_shards: Annotated[int, typer.Option(min=1, help="Total shards the corpus is split into.", rich_help_panel="Sharding")] = 1,
+    shard_id: Annotated[Optional[int], typer.Option(min=0, help="This process's shard (0-based); under torchrun: its RANK.", rich_help_panel="Sharding")] = None,
+    num_shards: Annotated[Optional[int], typer.Option(min=1, help="Total shards the corpus is split into; under torchrun: WORLD_SIZE (one shard per process, and per GPU with --device auto).", rich_help_panel="Sharding")] = None,
     threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
     pooling: Pooling = None,
     normalize: Normalize = None,
@@ -36,7 +36,15 @@ def encode(
 
     if threads:
         torch.set_num_threads(threads)
+    import os
+
     from dpr_xrisk.device import resolve_device
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if num_shards is None:
+        num_shards = world if world > 1 else 1
+    if shard_id is None:
+        shard_id = int(os.environ.get("RANK", "0")) if world > 1 and num_shards == world else 0
 
     dev = resolve_device(device)  # checked before the model loads
     from dpr_xrisk.quantize import quantized
