@@ -307,3 +307,12 @@ def test_search_output_and_trained_model_record_what_made_them(tmp_path, cls_ind
     cli("train", "--model", tiny_model_dir, "--train", train, "--out", tmp_path / "m", "--batch-size", 4, "--max-steps", 1)
     prov = json.loads((tmp_path / "m" / "provenance.json").read_text())
     assert prov["inputs"]["train"] == [{"path": str(train.resolve()), "fingerprint": file_fingerprint(train)}]
+
+
+def test_a_text_that_starts_with_a_quote_keeps_its_columns(tmp_path):
+    # seen in ../shared/data/wikipedia-100k: an unquoted text starting with '"' swallowed the title
+    # column under csv parsing; DPR's own csv-quoted texts still unquote
+    p = write(tmp_path / "p.tsv", 'id\ttext\ttitle\n1\t"As I turned toward writing, the legend.\tAlan Garner\n'
+                                  '2\t"a ""quoted"" text"\tT\n')
+    assert [(x.text, x.title) for x in read_passages(p)] == [('"As I turned toward writing, the legend.', "Alan Garner"),
+                                                             ('a "quoted" text', "T")]
