@@ -571,24 +571,32 @@ def _set_rng_state(state, device: torch.device) -> None:
 def step_loss(encoder, loss_fn, b, bf16: bool | str, step: int = 0, row_offset: int = 0, ddp=None):
     """Forward one micro-batch: (tensor to backpropagate, loss value to log). Under torchrun
     each rank embeds its slice of questions and passages and all-gathers the rest."""
-    from dpr_xrisk.losses import CandidateBatch, FCCOLoss
-
-    def rows(inputs, a, z):
-        return {k: v[a:z] for k, v in inputs.items()}
-
     B, N = b.pos_mask.shape
     with _amp(encoder, bf16):
         if ddp is not None and ddp.active:
             qa, qz = ddp.bounds(B)
             pa, pz = ddp.bounds(N)
-            q = ddp.gather_rows(encoder.embed_queries(rows(b.q_inputs, qa, qz)).float(), B)  # (B, H)
-            p = ddp.gather_rows(encoder.embed_passages(rows(b.p_inputs, pa, pz)).float(), N)  # (N, H)
+            q = ddp.gather_rows(encoder.embed_queries(slice_rows(b.q_inputs, qa, qz)).float(), B)  # (B, H)
+            p = ddp.gather_rows(encoder.embed_passages(slice_rows(b.p_inputs, pa, pz)).float(), N)  # (N, H)
         else:
             q = encoder.embed_queries(b.q_inputs)  # (B, H)
             p = encoder.embed_passages(b.p_inputs)  # (N, H)
-    batch = CandidateBatch.from_embeddings(q.float(), p.float(), b.pos_mask, b.neg_mask, b.log_q)
+    return _loss_on(loss_fn, q.float(), p.float(), b, step, row_offset)
+
+
+def slice_rows(inputs: dict, a: int, z: int) -> dict:
+    """Rows a..z of every tensor of a tokenised batch."""
+    return {k: v[a:z] for k, v in inputs.items()}
+
+
+def _loss_on(loss_fn, q: torch.Tensor, p: torch.Tensor, b, step: int, row_offset: int):
+    """(tensor to backpropagate, loss value to log) of a micro-batch's (B, H) question and (N, H)
+    passage embeddings; an FCCO loss updates the rows of this micro-batch here."""
+    from dpr_xrisk.losses import CandidateBatch, FCCOLoss
+
+    batch = CandidateBatch.from_embeddings(q, p, b.pos_mask, b.neg_mask, b.log_q)
     if isinstance(loss_fn, FCCOLoss):
-        out = loss_fn(batch, b.rows + row_offset, b.slot_ids, step=step)  # updates the rows of this micro-batch
+        out = loss_fn(batch, b.rows + row_offset, b.slot_ids, step=step)
         return out.surrogate, out.value
     loss = loss_fn(batch)
     return loss, loss.detach()
@@ -606,11 +614,6 @@ def cached_step_loss(encoder, loss_fn, b, bf16: bool | str, step: int, row_offse
     3. re-embed each chunk with gradients under its remembered RNG state (same dropout masks) and
        back-propagate that chunk's slice of the embedding gradient.
     The parameter gradients equal the uncached step's; the activation memory is one chunk's."""
-    from dpr_xrisk.losses import CandidateBatch, FCCOLoss
-
-    def rows(inputs, a, z):
-        return {k: v[a:z] for k, v in inputs.items()}
-
     B, N = b.pos_mask.shape
     active = ddp is not None and ddp.active
     qa, qz = ddp.bounds(B) if active else (0, B)
@@ -622,27 +625,21 @@ def cached_step_loss(encoder, loss_fn, b, bf16: bool | str, step: int, row_offse
     with torch.no_grad(), _amp(encoder, bf16):
         for _, embed, inputs, a, z in plan:
             states.append(_rng_state(device))
-            parts.append(embed(rows(inputs, a, z)).float())
+            parts.append(embed(slice_rows(inputs, a, z)).float())
     n_q = len(range(qa, qz, chunk))
     empty = torch.zeros(0, encoder.dim, device=device)
     q_local = torch.cat(parts[:n_q]) if n_q else empty
     p_local = torch.cat(parts[n_q:]) if len(parts) > n_q else empty
     q = (ddp.gather_rows(q_local, B) if active else q_local).detach().requires_grad_(True)  # (B, H)
     p = (ddp.gather_rows(p_local, N) if active else p_local).detach().requires_grad_(True)  # (N, H)
-    batch = CandidateBatch.from_embeddings(q, p, b.pos_mask, b.neg_mask, b.log_q)
-    if isinstance(loss_fn, FCCOLoss):
-        out = loss_fn(batch, b.rows + row_offset, b.slot_ids, step=step)
-        loss, value = out.surrogate, out.value
-    else:
-        loss = loss_fn(batch)
-        value = loss.detach()
+    loss, value = _loss_on(loss_fn, q, p, b, step, row_offset)
     (loss * scale if scaler is None else scaler.scale(loss * scale)).backward()
     grads = [(q if kind == "q" else p).grad[a:z] for kind, _, _, a, z in plan]  # global rows a..z
     after = _rng_state(device)
     for (_, embed, inputs, a, z), state, g in zip(plan, states, grads):
         _set_rng_state(state, device)  # the chunk's own dropout masks again
         with _amp(encoder, bf16):
-            emb = embed(rows(inputs, a, z)).float()
+            emb = embed(slice_rows(inputs, a, z)).float()
         emb.backward(g)
     _set_rng_state(after, device)
     return value
