@@ -50,3 +50,13 @@ def overlap_at_k(a, b) -> float:
     """Mean share of ``b``'s top-k ids that are in ``a``'s (two {qid: [ids]} dicts, same k)."""
     shares = [len(set(a[q]) & set(b[q])) / max(1, len(a[q])) for q in a if q in b]
     return sum(shares) / len(shares) if shares else 0.0
+
+
+def pool_overlap(ref_pools, pools, rng, n: int = 256) -> tuple[int, float]:
+    """(questions compared, mean overlap) of two minings' pools (``RefreshResult.pools``: per
+    training set, per question, [(id, score)]) on ``n`` questions drawn with ``rng``."""
+    flat = [(t, r) for t, qs in enumerate(ref_pools) for r in range(len(qs))]
+    pick = rng.permutation(len(flat))[:n]
+    a = {int(i): [d for d, _ in ref_pools[flat[i][0]][flat[i][1]]] for i in pick}
+    b = {int(i): [d for d, _ in pools[flat[i][0]][flat[i][1]]] for i in pick}
+    return len(pick), overlap_at_k(a, b)

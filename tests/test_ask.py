@@ -63,3 +63,16 @@ def test_bad_questions_and_missing_index_are_one_line_errors(sample_index, tmp_p
     assert len(json.loads(cli("ask", "--index", sample_index, long, "--truncate", "--json", "--k", 1))["hits"]) == 1
     assert "not an index folder" in cli("ask", "--index", tmp_path, QUESTION, code=2)
     assert "no question on standard input" in cli("ask", "--index", sample_index, stdin="\n\n", code=2)
+
+
+def test_ask_reads_texts_from_a_datasets_corpus(tiny_model_dir, tmp_path):
+    cli("convert", "dataset", "--input", SAMPLE / "passages.tsv", "--out", tmp_path / "ds")
+    cli("encode", "--model", tiny_model_dir, "--corpus", tmp_path / "ds", "--out", tmp_path / "emb")
+    cli("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx")
+    got = json.loads(cli("ask", "--index", tmp_path / "idx", QUESTION, "--k", 3, "--json"))
+    texts = {p.id: (p.title, p.text) for p in read_passages(SAMPLE / "passages.tsv")}
+    assert [(h["title"], h["text"]) for h in got["hits"]] == [texts[h["id"]] for h in got["hits"]]
+
+
+def test_ask_refuses_an_empty_answer(sample_index):
+    assert "empty answer string" in cli("ask", "--index", sample_index, QUESTION, "--answers", " ", code=2)

@@ -32,6 +32,10 @@ def ask(
     from dpr_xrisk.index import load_index
     from dpr_xrisk.search import check_compatible, corpus_for_json
 
+    if answers:
+        from dpr_xrisk.io.questions import check_answers
+
+        check_answers(answers, None, None)  # "" would mark every passage as answer-bearing
     faiss_index, ids, meta = load_index(index)
     texts_from = corpus_for_json(meta, corpus)
     recorded = {k_: v for k_, v in meta.get("settings", {}).items() if k_ not in ("base_model", "shared")}
@@ -59,8 +63,9 @@ def ask(
             continue
         asked += 1
         rows = []
+        found = lookup.texts([d for d, _ in hits])
         for rank, (docid, score) in enumerate(hits, start=1):
-            title, body = lookup.get(docid)
+            title, body = found.get(docid, ("", "(text not found in the corpus)"))
             row = {"rank": rank, "score": round(score, 6), "id": docid, "title": title, "text": body}
             if answers:
                 from dpr_xrisk.answers import has_answer
@@ -98,58 +103,63 @@ def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, t
 
 
 class PassageLookup:
-    """Passage texts by id from a corpus file, by byte offset: one scan on the first lookup, then
-    one seek per passage (memory: one offset per passage)."""
+    """Passage texts by id. A corpus file: by byte offset (one scan on the first lookup, then one
+    seek per passage; memory: one offset per passage), each line parsed by the corpus reader's own
+    rules. A table corpus (datasets, Parquet): streamed, memory-mapped, for the ids asked."""
 
     def __init__(self, corpus: Path):
         self.corpus, self.offsets = Path(corpus), None
 
-    def _scan(self) -> None:
-        from dpr_xrisk.io.passages import corpus_file
+    def texts(self, ids: list[str]) -> dict[str, tuple[str, str]]:
+        """{id: (title, text)} of the ``ids`` found in the corpus."""
+        from dpr_xrisk.io import arrow
+        from dpr_xrisk.io.passages import _split_tsv, corpus_file, passage_from_json
 
-        self.file = corpus_file(self.corpus)
-        self.offsets = {}
-        pos = 0
-        with open(self.file, "rb") as f:
-            for raw in f:
-                self._note(raw, pos)
-                pos += len(raw)
+        if arrow.is_table(self.corpus):
+            from dpr_xrisk.search import load_passage_texts
 
-    def _note(self, raw: bytes, pos: int) -> None:
-        line = raw.lstrip(b"\xef\xbb\xbf") if pos == 0 else raw
-        if self.file.suffix.lower() in (".jsonl", ".json"):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                return
-            pid = obj.get("id", obj.get("_id", obj.get("docid"))) if isinstance(obj, dict) else None
-            if pid is not None:
-                self.offsets[str(pid)] = pos
-        else:
-            head = line.split(b"\t", 1)[0].decode("utf-8", "replace").strip().strip('"')
-            if head:
-                self.offsets.setdefault(head, pos)
-
-    def get(self, docid: str) -> tuple[str, str]:
-        from dpr_xrisk.io.passages import _split_tsv
-
+            return load_passage_texts(self.corpus, set(ids))
         if self.offsets is None:
-            self._scan()
-        if docid not in self.offsets:
-            return "", "(text not found in the corpus)"
+            self.file, self.offsets = corpus_file(self.corpus), {}
+            self.jsonl = self.file.suffix.lower() in (".jsonl", ".json")
+            with open(self.file, "rb") as f:
+                pos = 0
+                for raw in f:
+                    pid = self._id(raw.decode("utf-8", "replace").lstrip("\ufeff"))
+                    if pid:
+                        self.offsets.setdefault(pid, pos)
+                    pos += len(raw)
+        out = {}
         with open(self.file, "rb") as f:
-            f.seek(self.offsets[docid])
-            line = f.readline().decode("utf-8", "replace").rstrip("\n").rstrip("\r")
-        if self.offsets[docid] == 0:
-            line = line.lstrip("\ufeff")
-        if self.file.suffix.lower() in (".jsonl", ".json"):
-            obj = json.loads(line)
-            if "contents" in obj:
-                title, sep, text = str(obj["contents"]).partition("\n")
-                return (title.strip(), text) if sep else ("", title)
-            return str(obj.get("title") or ""), str(obj.get("text", ""))
+            for docid in ids:
+                if docid not in self.offsets:
+                    continue
+                f.seek(self.offsets[docid])
+                line = f.readline().decode("utf-8", "replace").rstrip("\n").rstrip("\r").lstrip("\ufeff")
+                if self.jsonl:
+                    psg = passage_from_json(json.loads(line), self.file)
+                    out[docid] = (psg.title, psg.text)
+                else:
+                    fields = _split_tsv(line, self.file, 0)
+                    out[docid] = ((fields[2] if len(fields) > 2 else ""), fields[1] if len(fields) > 1 else "")
+        return out
+
+    def _id(self, line: str) -> str | None:
+        from dpr_xrisk.errors import InputError
+        from dpr_xrisk.io.passages import _split_tsv, passage_from_json
+
+        line = line.rstrip("\n").rstrip("\r")
+        if self.jsonl:
+            try:
+                return passage_from_json(json.loads(line)).id
+            except (ValueError, AttributeError, InputError):
+                return None  # a blank or malformed line: the corpus reader refused it at encode time
+        from dpr_xrisk.io.passages import DPR_HEADER
+
         fields = _split_tsv(line, self.file, 0)
-        return (fields[2] if len(fields) > 2 else ""), (fields[1] if len(fields) > 1 else "")
+        if [f.strip().lower() for f in fields] == DPR_HEADER:
+            return None  # the header line is not a passage
+        return fields[0].strip() or None
 
 
 def format_hits(question: str, rows: list[dict], marks: bool) -> str:

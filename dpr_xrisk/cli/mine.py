@@ -58,15 +58,12 @@ def mine(
 
         ref = refresh_pools(fp32, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
                             filter_answers=not keep_answers)
-        pick = np.random.default_rng(0).permutation(len(s.questions))[:256]
-        a = {int(i): [d for d, _ in ref.pools[0][i]] for i in pick}
-        b = {int(i): [d for d, _ in result.pools[0][i]] for i in pick}
-        from dpr_xrisk.quantize import overlap_at_k
+        from dpr_xrisk.quantize import pool_overlap
 
-        overlap = overlap_at_k(a, b)
-        check = {"check_questions": len(pick), "pool_overlap_vs_fp32": round(overlap, 4),
+        n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng(0))
+        check = {"check_questions": n, "pool_overlap_vs_fp32": round(overlap, 4),
                  "negatives_differing_share": round(1 - overlap, 4)}
-        typer.echo(f"{quantize} vs fp32 on {len(pick)} questions: pool overlap {overlap:.3f} "
+        typer.echo(f"{quantize} vs fp32 on {n} questions: pool overlap {overlap:.3f} "
                    f"({1 - overlap:.1%} of the mined negatives differ)", err=True)
     with atomic_write(out) as f:
         for q, pool in zip(s.questions, result.pools[0]):

@@ -132,27 +132,32 @@ def _read_table(p: Path) -> Iterator[tuple[int, Passage]]:
 
 def _read_jsonl(p: Path) -> Iterator[tuple[int, Passage]]:
     for lineno, obj in json_lines(p):
-        pid = obj.get("id", obj.get("_id", obj.get("docid")))
-        if pid is None:
-            raise InputError("missing required field 'id' (or BEIR '_id')", p, lineno)
-        pid = str(pid)
-        if "contents" in obj:  # pyserini JsonCollection: "Title\ntext"
-            contents = obj["contents"]
-            if not isinstance(contents, str):
-                raise InputError("field 'contents' must be a string", p, lineno)
-            title, sep, text = contents.partition("\n")
-            if not sep:
-                title, text = "", contents
-            title = title.strip()
-            if len(title) >= 2 and title[0] == title[-1] == '"':
-                title = title[1:-1]
-        elif "text" in obj:
-            text, title = obj["text"], obj.get("title") or ""
-            if not isinstance(text, str):
-                raise InputError("field 'text' must be a string", p, lineno)
-        else:
-            raise InputError("missing required field 'contents' (pyserini) or 'text' (BEIR)", p, lineno)
-        yield lineno, Passage(pid, text, str(title))
+        yield lineno, passage_from_json(obj, p, lineno)
+
+
+def passage_from_json(obj: dict, p=None, lineno: int | None = None) -> Passage:
+    """One pyserini JsonCollection (``id``, ``contents`` = title newline text) or BEIR (``_id``,
+    ``title``, ``text``) record."""
+    pid = obj.get("id", obj.get("_id", obj.get("docid")))
+    if pid is None:
+        raise InputError("missing required field 'id' (or BEIR '_id')", p, lineno)
+    if "contents" in obj:  # pyserini JsonCollection: "Title\ntext"
+        contents = obj["contents"]
+        if not isinstance(contents, str):
+            raise InputError("field 'contents' must be a string", p, lineno)
+        title, sep, text = contents.partition("\n")
+        if not sep:
+            title, text = "", contents
+        title = title.strip()
+        if len(title) >= 2 and title[0] == title[-1] == '"':
+            title = title[1:-1]
+    elif "text" in obj:
+        text, title = obj["text"], obj.get("title") or ""
+        if not isinstance(text, str):
+            raise InputError("field 'text' must be a string", p, lineno)
+    else:
+        raise InputError("missing required field 'contents' (pyserini) or 'text' (BEIR)", p, lineno)
+    return Passage(str(pid), text, str(title))
 
 
 def _clean(s: str) -> str:

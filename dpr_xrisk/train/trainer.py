@@ -201,18 +201,14 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result) -> dict:
     256 training questions (pool overlap; share of mined negatives that differ)."""
     import numpy as np
 
-    from dpr_xrisk.quantize import overlap_at_k
+    from dpr_xrisk.quantize import pool_overlap
     from dpr_xrisk.train.refresh import refresh_pools
 
     ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                         skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
                         bf16=cfg.bf16)
-    flat = [(t, r) for t, s in enumerate(sets) for r in range(len(s))]
-    pick = np.random.default_rng([cfg.seed, 11]).permutation(len(flat))[:256]
-    a = {int(i): [d for d, _ in ref.pools[flat[i][0]][flat[i][1]]] for i in pick}
-    b = {int(i): [d for d, _ in result.pools[flat[i][0]][flat[i][1]]] for i in pick}
-    overlap = overlap_at_k(a, b)
-    return {"int8_check_questions": len(pick), "int8_pool_overlap_vs_fp32": round(overlap, 4),
+    n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng([cfg.seed, 11]))
+    return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
             "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
 
 
