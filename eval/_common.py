@@ -66,18 +66,26 @@ def passage_subset(lines: list[str], keep_ids: set[str], out: Path) -> int:
     return len(keep) - 1
 
 
-def open_run(d: Path, settings: dict, name: str) -> dict | None:
-    """A benchmark run folder: the finished record (``bench.json``) when its settings equal
-    ``settings``; else None, with the folder ready -- kept when ``settings.json`` matches (an
-    interrupted run resumes in it), otherwise emptied and stamped with the new settings."""
-    import shutil
-
+def finished_run(d: Path, settings: dict, name: str) -> dict | None:
+    """The finished record (``bench.json``) of a run folder when it was made with ``settings``."""
     done = d / "bench.json"
     if done.exists():
         rec = json.loads(done.read_text())
         if rec.get("settings") == settings:
             print(f"[{name}] reusing {done}", flush=True)
             return rec
+    return None
+
+
+def open_run(d: Path, settings: dict, name: str) -> dict | None:
+    """A benchmark run folder: the finished record (``bench.json``) when its settings equal
+    ``settings``; else None, with the folder ready -- kept when ``settings.json`` matches (an
+    interrupted run resumes in it), otherwise emptied and stamped with the new settings."""
+    import shutil
+
+    rec = finished_run(d, settings, name)
+    if rec is not None:
+        return rec
     if not ((d / "settings.json").exists() and json.loads((d / "settings.json").read_text()) == settings):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)

@@ -199,12 +199,9 @@ def one_run(args, data, batch, est, seed) -> dict:
     name = run_name(batch, est, seed)
     d = args.work / name
     settings = run_settings(args, data, batch, est, seed)
-    done = d / "bench.json"
-    if done.exists():
-        rec = json.loads(done.read_text())
-        if rec.get("settings") == settings:
-            print(f"[{name}] reusing {done}", flush=True)
-            return rec
+    rec = common.finished_run(d, settings, name)
+    if rec is not None:
+        return rec
     if d.exists():
         shutil.rmtree(d)  # an unfinished or differently-configured run starts over
     d.mkdir(parents=True)
@@ -241,7 +238,7 @@ def one_run(args, data, batch, est, seed) -> dict:
     if batch is not None:  # keep train_log.jsonl and config.json, drop the weights (~90 MB)
         for p in model.glob("*.safetensors"):
             p.unlink()
-    done.write_text(json.dumps(rec, indent=2))
+    (d / "bench.json").write_text(json.dumps(rec, indent=2))
     print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"].items())
           + (f" | train {rec['train_wall_s']} s" if "train_wall_s" in rec else ""), flush=True)
     return rec

@@ -200,12 +200,9 @@ def one_run(args, data, system: str, seed, steps) -> dict:
     name = system if flags is None else f"{system}-s{seed}"
     d = args.work / name
     settings = run_settings(args, data, system, seed, steps)
-    done = d / "bench.json"
-    if done.exists():
-        rec = json.loads(done.read_text())
-        if rec.get("settings") == settings:
-            print(f"[{name}] reusing {done}", flush=True)
-            return rec
+    rec = common.finished_run(d, settings, name)
+    if rec is not None:
+        return rec
     trained = d / "trained.json"  # a finished training whose evaluation did not finish
     if trained.exists() and json.loads(trained.read_text()).get("settings") == settings:
         rec = json.loads(trained.read_text())
@@ -277,7 +274,7 @@ def one_run(args, data, system: str, seed, steps) -> dict:
         for p in d.iterdir():
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
-    done.write_text(json.dumps(rec, indent=2))
+    (d / "bench.json").write_text(json.dumps(rec, indent=2))
     print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"].items())
           + (f" | train {rec['train_wall_s']} s" if "train_wall_s" in rec else ""), flush=True)
     return rec
