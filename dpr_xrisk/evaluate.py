@@ -128,15 +128,11 @@ def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[i
     return result
 
 
-def check_qrels_docs(qrels, corpus) -> None:
-    """Every judged document must be in the corpus: a qrels file for another corpus scores zeros."""
-    from dpr_xrisk.io.passages import read_passages
-
-    wanted = {d for docs in qrels.values() for d in docs}
-    for p in read_passages(corpus, check_duplicates=False):
-        wanted.discard(p.id)
-        if not wanted:
-            return
-    if wanted:
-        raise InputError(f"the qrels judge {len(wanted)} document id(s) not in the corpus, e.g. {sorted(wanted)[0]!r}",
+def check_qrels_docs(qrels, found, corpus) -> None:
+    """Every judged document must be in the corpus (``found``: the judged ids the corpus holds,
+    e.g. the keys of ``load_passage_texts(corpus, judged ids)``): a qrels file for another corpus
+    would score zeros."""
+    missing = {d for docs in qrels.values() for d in docs} - set(found)
+    if missing:
+        raise InputError(f"the qrels judge {len(missing)} document id(s) not in the corpus, e.g. {sorted(missing)[0]!r}",
                          corpus)

@@ -38,12 +38,15 @@ def evaluate(
     check_ks(qrels_k, "--qrels-k")
     questions = read_questions(answers) if answers else None
     judged = read_qrels(qrels) if qrels else None
-    if judged is not None and corpus is not None:
-        check_qrels_docs(judged, corpus)
     passages = None
-    if questions is not None and corpus is not None:
-        wanted = {d for r in run for hits in read_any_run(r)[0].values() for d, _ in hits}
-        passages = load_passage_texts(corpus, wanted)
+    if corpus is not None and (questions is not None or judged is not None):  # one pass over the corpus
+        wanted = {d for r in run for hits in read_any_run(r)[0].values() for d, _ in hits} if questions else set()
+        judged_docs = {d for docs in judged.values() for d in docs} if judged else set()
+        passages = load_passage_texts(corpus, wanted | judged_docs)
+        if judged is not None:
+            check_qrels_docs(judged, passages.keys(), corpus)
+        if questions is None:
+            passages = None
     results = [evaluate_run(r, questions, passages, judged, ks=k, qrels_ks=qrels_k, regex=regex,
                             per_question=per_question, strict=strict) for r in run]
     typer.echo(format_table(results))
