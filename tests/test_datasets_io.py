@@ -94,3 +94,9 @@ def test_table_bad_inputs_are_one_line_errors(tmp_path, tiny_model_dir):
     with pytest.raises(InputError, match="empty answer string"):
         read_questions(tmp_path / "qa.parquet")
     assert "nothing to write" in cli("convert", "dataset", "--input", tmp_path / "p0.parquet", "--out", tmp_path / "x", code=2)
+
+
+def test_convert_dataset_unknown_kind(tmp_path):
+    assert "unknown kind 'rows'; valid: biencoder, passages, questions" in cli(
+        "convert", "dataset", "--input", SAMPLE / "passages.tsv", "--out", tmp_path / "x", "--kind", "rows", code=2)
+    assert not (tmp_path / "x").exists()

@@ -69,3 +69,14 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
     recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
     assert len(recs) == 2 and all("quantize_s" in r for r in recs)
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1 and "int8_pool_overlap_vs_fp32" not in recs[1]
+
+
+def test_bad_quantize_options_are_one_line_errors(tiny_model_dir, tmp_path):
+    assert "unknown quantize mode 'int4'; valid: int8, none" in cli(
+        "encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "e", "--quantize", "int4",
+        code=2)
+    assert "--check-against 'bf16': valid: fp32" in cli(
+        "mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "n.jsonl",
+        "--quantize", "int8", "--check-against", "bf16", code=2)
+    assert "unknown refresh_quantize 'int4'" in cli(
+        "train", "--model", tiny_model_dir, "--train", TRAIN, "--out", tmp_path / "m", "--refresh-quantize", "int4", code=2)
