@@ -43,6 +43,7 @@ from dpr_xrisk.train.config import toml_text  # noqa: E402
 
 BASE = WORK / "full"
 PROTOCOL = "full-1"
+NEGATIVES = "dpr-bm25-negatives.jsonl"  # --carried-bm25: the DPR recipe's BM25 pools
 METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
 # name -> (what, train settings: {"recipe": name or None, **TrainConfig keys}); None = no training
 SYSTEMS: dict[str, tuple[str, dict | None]] = {
@@ -59,7 +60,8 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
 
 def prepare(args) -> dict:
     BASE.mkdir(parents=True, exist_ok=True)
-    ns = argparse.Namespace(train_questions=10 ** 9, test_questions=args.test_questions, eval_corpus="all")
+    ns = argparse.Namespace(train_questions=10 ** 9, test_questions=args.test_questions, eval_corpus="all",
+                            no_bm25=args.carried_bm25)
     data = br.prepare_data(ns)  # the SQuAD split, its 1,543-paragraph training corpus and test subset
     train_all = json.loads((br.SQUAD / "biencoder-train.json").read_text(encoding="utf-8"))
     dev_pick = set(np.random.default_rng(1).choice(len(train_all), size=args.dev_questions, replace=False).tolist())
@@ -76,20 +78,50 @@ def prepare(args) -> dict:
     common.write_if_changed(train_corpus, tc + "".join(wiki_lines[1 + i] for i in sorted(pick)))
     bm25_train = BASE / f"train-corpus-wiki{args.refresh_wiki}-bm25"
     log = BASE / "prepare.log"
-    if not (bm25_train / "meta.json").exists():
+    if not (bm25_train / "meta.json").exists() and not args.carried_bm25:
         br.cli(["bm25", "index", "--corpus", train_corpus, "--out", bm25_train, "--overwrite"], log)
     # evaluation corpus: every SQuAD paragraph + the first --wiki Wikipedia passages
     eval_corpus = combined_corpus(br.SQUAD / "passages.tsv", args.wiki, BASE / f"eval-corpus-wiki{args.wiki}.tsv")
     bm25_eval = BASE / f"eval-corpus-wiki{args.wiki}-bm25"
-    if not (bm25_eval / "meta.json").exists():
-        br.cli(["bm25", "index", "--corpus", eval_corpus, "--out", bm25_eval, "--overwrite"], log)
     bm25_run = BASE / f"bm25-wiki{args.wiki}-q{data['test_questions']}.json"
-    if not bm25_run.exists():
-        br.cli(["bm25", "search", "--index", bm25_eval, "--queries", data["qa"], "--k", 100, "--out-json", bm25_run], log)
+    if args.carried_bm25:  # computed on a machine with Java: see --export-carry
+        bm25_run = bm25_run.with_suffix(".trec")
+        for p in (bm25_run, bm25_run.with_suffix(".eval.json"), BASE / NEGATIVES):
+            if not p.exists():
+                sys.exit(f"--carried-bm25: {p} is missing (write it with --export-carry on a machine with Java)")
+    else:
+        if not (bm25_eval / "meta.json").exists():
+            br.cli(["bm25", "index", "--corpus", eval_corpus, "--out", bm25_eval, "--overwrite"], log)
+        if not bm25_run.exists():
+            br.cli(["bm25", "search", "--index", bm25_eval, "--queries", data["qa"], "--k", 100, "--out-json", bm25_run], log)
     return {**data, "dev_corpus": data["train_corpus"], "train": str(BASE / "train.json"), "train_questions": len(train), "dev": str(BASE / "dev.qa.tsv"),
             "train_corpus": str(train_corpus), "bm25": str(bm25_train), "eval_corpus": str(eval_corpus),
             "eval_passages": sum(1 for _ in open(eval_corpus, encoding="utf-8")) - 1, "bm25_run": str(bm25_run),
             "train_positives": {p["passage_id"] for q in train for p in q["positive_ctxs"]}}
+
+
+def export_carry(args, data, out: Path) -> None:
+    """The BM25 products a machine without Java (a lent GPU) needs, into ``out``: the BM25 test run
+    as TREC with its evaluation, and the DPR recipe's initial pools as a negatives file (the same
+    BM25 search, depth and question order that ``negatives = "bm25"`` does at training start; the
+    trainer filters both the same way)."""
+    from dpr_xrisk.bm25 import bm25_search
+    from dpr_xrisk.io.questions import Question
+    from dpr_xrisk.io.trec import write_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    run_json = Path(data["bm25_run"])
+    run = {q: [(c["docid"], float(c["score"])) for c in v["contexts"]]
+           for q, v in json.loads(run_json.read_text(encoding="utf-8")).items()}
+    write_run(out / run_json.with_suffix(".trec").name, run, tag="bm25")
+    shutil.copy(run_json.with_suffix(".eval.json"), out / run_json.with_suffix(".eval.json").name)
+    train = json.loads(Path(data["train"]).read_text(encoding="utf-8"))
+    qs = [Question(str(i), q["question"], tuple(q["answers"])) for i, q in enumerate(train)]
+    hits = bm25_search(data["bm25"], qs, k=100, progress=True)
+    with open(out / NEGATIVES, "w", encoding="utf-8") as f:
+        for i in range(len(train)):
+            f.write(json.dumps({"question": i, "negatives": [{"passage_id": d, "score": sc} for d, sc in hits.get(str(i), [])]}) + "\n")
+    print(f"wrote {out}: {len(run)} BM25 test questions, {len(train)} training questions' BM25 pools", flush=True)
 
 
 def settings_of(args, data, system, seed, steps) -> dict:
@@ -108,11 +140,14 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
     emb, idx, run = d / "emb", d / "index", d / "run.json"
     if not (run.exists() and (d / "eval.json").exists()):
         br.cli(["encode", "--model", model, "--corpus", data["eval_corpus"], "--out", emb, "--threads", args.threads,
-                "--batch-size", 64, "--bf16" if (args.bf16_encode or args.bf16) else "--fp32", "--device", args.device], log)
+                "--batch-size", 64 if args.device == "cpu" else 512, "--bf16" if (args.bf16_encode or args.bf16) else "--fp32", "--device", args.device], log)
         br.cli(["index", "--embeddings", emb, "--out", idx, "--threads", args.threads, "--overwrite"], log)
-        br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run, "--device", args.device], log)
+        br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run,
+                "--out-run", d / "run.trec", "--device", args.device], log)
     runs = {"dense": run}
     for fusion in ("rrf", "interpolation"):
+        if args.carried_bm25:  # the BM25 JSON run with texts stays behind; fused later (finish_hybrid)
+            break
         out = d / f"hybrid-{fusion}.json"
         if not out.exists():
             br.cli(["fuse", "--dense", run, "--sparse", data["bm25_run"], "--queries", data["qa"], "--corpus",
@@ -127,8 +162,24 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
         rec["metrics"][name] = {k: m[k] for k in METRICS}
     zs = BASE / "runs" / "zero-shot" / "run.json"
     rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if zs.exists() and model != "minilm" else None))
+    paired.first_hit(run)  # cached as first_hit.npy (kept where run.json is not)
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
+
+
+def finish_hybrid(args, data, d: Path, rec: dict) -> None:
+    """The hybrid rows of a run made with --carried-bm25 (its dense TREC run came back)."""
+    log = d / "bench.log"
+    for fusion in ("rrf", "interpolation"):
+        out = d / f"hybrid-{fusion}.json"
+        br.cli(["fuse", "--dense", d / "run.trec", "--sparse", data["bm25_run"], "--queries", data["qa"], "--corpus",
+                data["eval_corpus"], "--fusion", fusion, "--alpha", 0.5, "--k", 100, "--out-json", out], log)
+        ev = d / f"eval-hybrid-{fusion}.json"
+        br.cli(["evaluate", "--run", out, "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
+                "--qrels-k", 10, "--out", ev], log)
+        m = json.loads(ev.read_text())["results"][0]["metrics"]
+        rec["metrics"][f"hybrid-{fusion}"] = {k: m[k] for k in METRICS}
+    (d / "bench.json").write_text(json.dumps(rec, indent=2))
 
 
 def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
@@ -138,6 +189,8 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     settings = settings_of(args, data, system, seed, steps)
     finished = common.open_run(d, settings, name)  # a run of another protocol never matches: replaced
     if finished is not None:
+        if "hybrid-rrf" not in finished["metrics"] and not args.carried_bm25:
+            finish_hybrid(args, data, d, finished)
         return finished
     log, rec = d / "bench.log", {"settings": settings}
     print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
@@ -155,7 +208,10 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
             cfg["device"] = args.device
         if steps:
             cfg["max_steps"] = steps
-        if cfg.get("negatives") == "bm25":
+        if cfg.get("negatives") == "bm25" and args.carried_bm25:  # the same pools, mined on a machine with Java
+            cfg.update(negatives="negatives-file", negatives_file=str(BASE / NEGATIVES))
+            rec["bm25_negatives"] = "carried negatives file (export_carry)"
+        elif cfg.get("negatives") == "bm25":
             cfg["bm25_index"] = data["bm25"]
         if not (d / "dpr_xrisk.json").exists():
             (d / "config.toml").write_text(toml_text(cfg))
@@ -194,6 +250,8 @@ def report(args, data, recs: dict) -> str:
     for system, by_seed in recs.items():
         rs = list(by_seed.values())
         for run in ("dense", "hybrid-rrf", "hybrid-interpolation"):
+            if not all(run in r["metrics"] for r in rs):
+                continue
             cells = " | ".join(f"{np.mean([r['metrics'][run][k] for r in rs]):.4f}" for k in METRICS)
             hub = f"{np.mean([r['hub_rate'] for r in rs]):.4f}" if run == "dense" else "—"
             wall = f"{np.mean([r['train_wall_s'] for r in rs]):.0f}" if "train_wall_s" in rs[0] and run == "dense" else "—"
@@ -220,6 +278,10 @@ def main() -> None:
                     help="bfloat16 autocast for training, refresh and evaluation encoding (fast on CPUs with AMX)")
     ap.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (runs on a GPU go to eval/work/full-gpu and RESULTS-full-gpu.md)")
     ap.add_argument("--tiny", action="store_true", help="a toy slice that checks the whole pipeline in minutes")
+    ap.add_argument("--carried-bm25", action="store_true",
+                    help="no Java here (a lent GPU): read the BM25 products that --export-carry wrote; hybrids are "
+                         "fused when the same command runs later on a machine with the BM25 run")
+    ap.add_argument("--export-carry", type=Path, default=None, help="write the files --carried-bm25 needs here, then stop")
     args = ap.parse_args()
     args.command = "python eval/bench_full.py " + " ".join(sys.argv[1:])
     args.machine = machine()
@@ -231,6 +293,9 @@ def main() -> None:
         args.wiki, args.refresh_wiki, args.dev_questions, args.train_questions = 300, 200, 16, 64
         args.test_questions, args.epochs, args.eval_every, args.save_every = 40, 1.0, 1, 1
     data = prepare(args)
+    if args.export_carry:
+        export_carry(args, data, args.export_carry)
+        return
     bm25_eval = Path(data["bm25_run"]).with_suffix(".eval.json")
     if not bm25_eval.exists():
         br.cli(["evaluate", "--run", data["bm25_run"], "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,

@@ -136,7 +136,7 @@ def prepare_data(args) -> dict:
     test_ids = {x.split()[2] for x in (SQUAD / "test.qrels.tsv").read_text().splitlines()}
     assert not test_ids & pos_ids, "a test paragraph is in the training corpus"
     bm25 = BASE / "train-corpus-bm25"
-    if not (bm25 / "meta.json").exists():
+    if not (bm25 / "meta.json").exists() and not getattr(args, "no_bm25", False):  # (a GPU machine has no Java)
         cli(["bm25", "index", "--corpus", corpus, "--out", bm25, "--overwrite"], log)
     # training subset
     n_tr = min(args.train_questions, len(train_all))

