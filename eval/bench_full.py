@@ -82,7 +82,6 @@ def prepare(args) -> dict:
         br.cli(["bm25", "index", "--corpus", train_corpus, "--out", bm25_train, "--overwrite"], log)
     # evaluation corpus: every SQuAD paragraph + the first --wiki Wikipedia passages
     eval_corpus = combined_corpus(br.SQUAD / "passages.tsv", args.wiki, BASE / f"eval-corpus-wiki{args.wiki}.tsv")
-    bm25_eval = BASE / f"eval-corpus-wiki{args.wiki}-bm25"
     bm25_run = BASE / f"bm25-wiki{args.wiki}-q{data['test_questions']}.json"
     if args.carried_bm25:  # computed on a machine with Java: see --export-carry
         bm25_run = bm25_run.with_suffix(".trec")
@@ -90,6 +89,7 @@ def prepare(args) -> dict:
             if not p.exists():
                 sys.exit(f"--carried-bm25: {p} is missing (write it with --export-carry on a machine with Java)")
     else:
+        bm25_eval = BASE / f"eval-corpus-wiki{args.wiki}-bm25"
         if not (bm25_eval / "meta.json").exists():
             br.cli(["bm25", "index", "--corpus", eval_corpus, "--out", bm25_eval, "--overwrite"], log)
         if not bm25_run.exists():
@@ -144,42 +144,33 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
         br.cli(["index", "--embeddings", emb, "--out", idx, "--threads", args.threads, "--overwrite"], log)
         br.cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run,
                 "--out-run", d / "run.trec", "--device", args.device], log)
-    runs = {"dense": run}
-    for fusion in ("rrf", "interpolation"):
-        if args.carried_bm25:  # the BM25 JSON run with texts stays behind; fused later (finish_hybrid)
-            break
-        out = d / f"hybrid-{fusion}.json"
-        if not out.exists():
-            br.cli(["fuse", "--dense", run, "--sparse", data["bm25_run"], "--queries", data["qa"], "--corpus",
-                    data["eval_corpus"], "--fusion", fusion, "--alpha", 0.5, "--k", 100, "--out-json", out], log)
-        runs[f"hybrid-{fusion}"] = out
-    rec["metrics"] = {}
-    for name, path in runs.items():
-        ev = d / f"eval-{name}.json"
-        br.cli(["evaluate", "--run", path, "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
-                "--qrels-k", 10, "--out", ev], log)
-        m = json.loads(ev.read_text())["results"][0]["metrics"]
-        rec["metrics"][name] = {k: m[k] for k in METRICS}
+    rec["metrics"] = {"dense": score(data, run, d / "eval-dense.json", log)}
+    if not args.carried_bm25:  # else the BM25 JSON run with texts stayed behind: fused later (one_run)
+        hybrids(data, d, run, rec)
     zs = BASE / "runs" / "zero-shot" / "run.json"
+    # (hub_stats caches the run's first_hit.npy, which paired.py reads where run.json was not kept)
     rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if zs.exists() and model != "minilm" else None))
-    paired.first_hit(run)  # cached as first_hit.npy (kept where run.json is not)
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
 
 
-def finish_hybrid(args, data, d: Path, rec: dict) -> None:
-    """The hybrid rows of a run made with --carried-bm25 (its dense TREC run came back)."""
+def score(data, run: Path, ev: Path, log: Path) -> dict:
+    """`dpr-xrisk evaluate` of one run against the test qrels: the METRICS of it."""
+    br.cli(["evaluate", "--run", run, "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
+            "--qrels-k", 10, "--out", ev], log)
+    m = json.loads(ev.read_text())["results"][0]["metrics"]
+    return {k: m[k] for k in METRICS}
+
+
+def hybrids(data, d: Path, dense: Path, rec: dict) -> None:
+    """Dense run (DPR JSON, or the TREC run of a --carried-bm25 run) fused with BM25, scored into rec."""
     log = d / "bench.log"
     for fusion in ("rrf", "interpolation"):
         out = d / f"hybrid-{fusion}.json"
-        br.cli(["fuse", "--dense", d / "run.trec", "--sparse", data["bm25_run"], "--queries", data["qa"], "--corpus",
-                data["eval_corpus"], "--fusion", fusion, "--alpha", 0.5, "--k", 100, "--out-json", out], log)
-        ev = d / f"eval-hybrid-{fusion}.json"
-        br.cli(["evaluate", "--run", out, "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
-                "--qrels-k", 10, "--out", ev], log)
-        m = json.loads(ev.read_text())["results"][0]["metrics"]
-        rec["metrics"][f"hybrid-{fusion}"] = {k: m[k] for k in METRICS}
-    (d / "bench.json").write_text(json.dumps(rec, indent=2))
+        if not out.exists():
+            br.cli(["fuse", "--dense", dense, "--sparse", data["bm25_run"], "--queries", data["qa"], "--corpus",
+                    data["eval_corpus"], "--fusion", fusion, "--alpha", 0.5, "--k", 100, "--out-json", out], log)
+        rec["metrics"][f"hybrid-{fusion}"] = score(data, out, d / f"eval-hybrid-{fusion}.json", log)
 
 
 def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
@@ -189,8 +180,9 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     settings = settings_of(args, data, system, seed, steps)
     finished = common.open_run(d, settings, name)  # a run of another protocol never matches: replaced
     if finished is not None:
-        if "hybrid-rrf" not in finished["metrics"] and not args.carried_bm25:
-            finish_hybrid(args, data, d, finished)
+        if "hybrid-rrf" not in finished["metrics"] and not args.carried_bm25:  # made with --carried-bm25
+            hybrids(data, d, d / "run.trec", finished)
+            (d / "bench.json").write_text(json.dumps(finished, indent=2))
         return finished
     log, rec = d / "bench.log", {"settings": settings}
     print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
@@ -298,8 +290,7 @@ def main() -> None:
         return
     bm25_eval = Path(data["bm25_run"]).with_suffix(".eval.json")
     if not bm25_eval.exists():
-        br.cli(["evaluate", "--run", data["bm25_run"], "--qrels", data["qrels"], "--k", 1, "--k", 5, "--k", 20, "--k", 100,
-                "--qrels-k", 10, "--out", bm25_eval], BASE / "prepare.log")
+        score(data, data["bm25_run"], bm25_eval, BASE / "prepare.log")
     steps_full = int(np.ceil(args.epochs * data["train_questions"] / args.batch_size))
     recs: dict = {}
     systems = ["zero-shot"] + [s for s in args.systems if s != "zero-shot"]
