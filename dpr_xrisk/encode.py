@@ -155,8 +155,11 @@ def _remove_shard(out: Path, shard_id: int, num_shards: int) -> None:
 def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_size: int = 128,
                   dtype: str = "float32", bf16: bool = False, shard_id: int = 0, num_shards: int = 1,
                   chunk_size: int = CHUNK, progress: bool = True, model_name: str = "", overwrite: bool = False,
-                  desc: str | None = None) -> Path:
+                  desc: str | None = None, tokens=None) -> Path:
     """Encode one shard of ``corpus`` into ``out_dir``; returns the shard's meta path.
+
+    ``tokens``: the corpus already tokenised (:class:`dpr_xrisk.tokens.CorpusTokens`, made for
+    this encoder and corpus); the passages' texts are then read only for their ids.
 
     A finished shard of the same model and corpus is kept as it is; one of another model or
     corpus is an error (``overwrite``: encoded again). An unfinished one resumes only when model,
@@ -196,6 +199,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         raise InputError("corpus has no passages", corpus)
     start, end = shard_range(total, shard_id, num_shards)
     count, dim = end - start, encoder.dim
+    if tokens is not None and tokens.count != total:
+        raise ValueError(f"token cache has {tokens.count} passages, the corpus {total}")
 
     state = json.loads(progress_path.read_text()) if progress_path.exists() and partial.exists() else None
     if state and (state["fingerprint"] != fingerprint or state["count"] != count
@@ -230,8 +235,13 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
             if chunk_idx < done:
                 continue
             row = chunk_idx * chunk_size
-            vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
-                                           batch_size=batch_size, bf16=bf16, on_batch=bar.update)
+            if tokens is not None:
+                first = start + row
+                vecs = encoder.encode_passage_tokens(tokens.rows(range(first, first + len(chunk))),
+                                                     batch_size=batch_size, bf16=bf16, on_batch=bar.update)
+            else:
+                vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
+                                               batch_size=batch_size, bf16=bf16, on_batch=bar.update)
             vectors[row : row + len(chunk)] = vecs.astype(dtype)
             vectors.flush()
             with open(ids_partial, "a", encoding="utf-8") as f:

@@ -252,6 +252,11 @@ class DualEncoder(nn.Module):
                                                                          return_tensors=None), len(texts))
         return self._encode_tokenized(enc, self.passage_model, batch_size, bf16, on_batch)
 
+    def encode_passage_tokens(self, enc: dict, batch_size: int = 128, bf16: bool = False, on_batch=None):
+        """Embed passages already tokenised (``{"input_ids": [int arrays], "token_type_ids": [...]}``,
+        e.g. :meth:`dpr_xrisk.tokens.CorpusTokens.rows`) -> float32 numpy (n, H)."""
+        return self._encode_tokenized(enc, self.passage_model, batch_size, bf16, on_batch)
+
     @staticmethod
     def _tokenize_compact(tokenize, n: int, step: int = 1024) -> dict:
         """Tokenise in slices of ``step`` and keep each row as a small int32 array.

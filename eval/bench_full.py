@@ -228,6 +228,23 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     return rec
 
 
+def undisturbed_loop_s(d: Path) -> float:
+    """A finished run's training-loop wall time less what other jobs on the machine added: each
+    step slower than twice the median step, and each refresh slower than 1.5 times the median
+    refresh, counts at that bound. (Only the last attempt of a step counts: a resumed run repeats
+    the steps after its checkpoint, and its wall time is the checkpoint's plus the new session's.)"""
+    log = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines()]
+    end = [r for r in log if r.get("event") == "end"][-1]
+    step_s = {r["step"]: r["seconds"] for r in log if "loss" in r and "event" not in r}
+    med = float(np.median(list(step_s.values())))
+    excess = sum(max(0.0, s - 2 * med) for s in step_s.values())
+    if (d / "refresh_log.jsonl").exists():
+        ref_s = {r["step"]: r["seconds"] for r in map(json.loads, (d / "refresh_log.jsonl").read_text().splitlines())}
+        med_r = float(np.median(list(ref_s.values())))
+        excess += sum(max(0.0, s - 1.5 * med_r) for s in ref_s.values())
+    return end["seconds"] - excess
+
+
 def report(args, data, recs: dict) -> str:
     bm25 = json.loads(Path(data["bm25_run"]).with_suffix(".eval.json").read_text())["results"][0]["metrics"]
     lines = ["# Full-length training on SQuAD + 100k Wikipedia distractors (issue #17)", "",
@@ -305,8 +322,11 @@ def main() -> None:
                 if not (ref.exists() and dpr.exists()):
                     print("[dpr-eqwall] waits for recommended and dpr (seed 0)", flush=True)
                     continue
-                r, a = json.loads(ref.read_text()), json.loads(dpr.read_text())
-                steps = max(1, round(a["steps"] * r["train_loop_s"] / a["train_loop_s"]))
+                a = json.loads(dpr.read_text())
+                r_s, a_s = undisturbed_loop_s(ref.parent), undisturbed_loop_s(dpr.parent)
+                steps = max(1, round(a["steps"] * r_s / a_s))
+                print(f"[dpr-eqwall] {steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of "
+                      "recommended and dpr, less what other jobs added)", flush=True)
             rec = one_run(args, data, system, seed, steps)
             recs.setdefault(system, {})[seed if SYSTEMS[system][1] else -1] = rec
             out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,

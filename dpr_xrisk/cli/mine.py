@@ -22,6 +22,7 @@ def mine(
     device: Device = "auto",
     quantize: Quantize = "none",
     check_against: Annotated[Optional[str], typer.Option("--check-against", help="fp32: also mine with the fp32 towers and report how far the --quantize pools differ (256 questions).")] = None,
+    max_length: Annotated[Optional[int], typer.Option("--max-length", min=2, help="Word pieces per passage when encoding the corpus for mining (shorter = faster; recorded in the .meta.json). Default: the model's passage length.")] = None,
 ):
     """Mine hard negatives offline with a model's own index (the same code as the training refresh).
 
@@ -45,6 +46,10 @@ def mine(
     if check_against and quantize == "none":
         raise InputError("--check-against fp32 compares a --quantize int8 mining with fp32; give --quantize int8")
     fp32 = load_encoder(model).to(resolve_device(device))
+    if max_length is not None:
+        from dpr_xrisk.train.refresh import with_passage_length
+
+        fp32 = with_passage_length(fp32, max_length)
     encoder = quantized(fp32, quantize)
     validate_refresh(encoder, corpus, k, factory)
     store = PassageStore()
@@ -72,7 +77,8 @@ def mine(
             f.write(json.dumps({"question": q.idx, "negatives": negs}) + "\n")
     write_json(Path(f"{out}.meta.json"), {"model": model, "fingerprint": encoder.fingerprint(), "corpus": str(corpus),
                                           "train": str(train), "k": k, "factory": factory, "skip_ranks": skip_ranks,
-                                          "margin": margin, "quantize": quantize, **result.stats, **check})
+                                          "margin": margin, "quantize": quantize,
+                                          "max_length": fp32.settings.passage_max_length, **result.stats, **check})
     typer.echo(f"wrote {out} ({result.stats['mean_pool_size']:.1f} negatives per question on average; "
                f"removed {result.stats['removed']})")
 

@@ -53,9 +53,20 @@ def validate_refresh(encoder, corpus, k: int, factory: str) -> int:
     return n
 
 
+def with_passage_length(encoder, max_length: int):
+    """A view of ``encoder`` that tokenises passages to ``max_length`` word pieces (``refresh_max_length``,
+    ``mine --max-length``): the same towers, other settings."""
+    import copy
+    import dataclasses
+
+    view = copy.copy(encoder)  # shares the towers and tokenizer; settings are the view's own
+    object.__setattr__(view, "settings", dataclasses.replace(encoder.settings, passage_max_length=max_length))
+    return view
+
+
 def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: int | None, cursor: int,
                      fraction: float, batch_size: int = 128, bf16: bool = False,
-                     progress: bool = False) -> tuple[Path, int, dict]:
+                     progress: bool = False, tokens=None) -> tuple[Path, int, dict]:
     """``--refresh-fraction``: re-encode only ``ceil(fraction * N)`` passages, the oldest first.
 
     The corpus embeddings live in versioned folders ``cache_root/step-S/emb`` (an ordinary
@@ -64,7 +75,8 @@ def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: in
     version in use (``prev_step``), re-encodes the rows ``[cursor, cursor + m)`` (wrapping around:
     oldest first, as the rows were encoded in that order) with the current passage tower and
     writes version S. The first refresh (no ``prev_step``) encodes everything. Returns the new
-    version's embeddings folder, the new cursor and the staleness statistics."""
+    version's embeddings folder, the new cursor and the staleness statistics. ``tokens``: the
+    corpus tokenised once (:class:`dpr_xrisk.tokens.CorpusTokens`)."""
     import itertools
     import json
     import shutil
@@ -77,7 +89,8 @@ def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: in
     prev = cache_root / f"step-{prev_step}" if prev_step is not None else None
     if prev is None or not (prev / "age.npy").exists():
         emb = new / "emb"
-        encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode")
+        encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode",
+                      tokens=tokens)
         n = load_shards(emb)[0]["count"]
         np.save(new / "age.npy", np.full(n, step, dtype=np.int64))
         return emb, 0, {"reencoded": n, "stale_share": 0.0, "mean_staleness_steps": 0.0, "max_staleness_steps": 0}
@@ -91,14 +104,22 @@ def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: in
     vecs = np.lib.format.open_memmap(new / "emb" / shard_name("embeddings", 0, 1, "npy"), mode="r+")
     wanted = np.zeros(n, dtype=bool)
     wanted[rows] = True
-    picked = (r_p for r_p in enumerate(read_passages(corpus, check_duplicates=False)) if wanted[r_p[0]])
     was_training = encoder.training
     encoder.eval()
-    while chunk := list(itertools.islice(picked, CHUNK)):
-        idx = [r for r, _ in chunk]
-        vecs[idx] = encoder.encode_passages([p.title for _, p in chunk], [p.text for _, p in chunk],
-                                            batch_size=batch_size, bf16=bf16).astype(vecs.dtype)
-        release_free_memory()
+    if tokens is not None:
+        picked_rows = np.flatnonzero(wanted)  # corpus order, chunked as the text path below
+        for a in range(0, m, CHUNK):
+            idx = picked_rows[a : a + CHUNK]
+            vecs[idx] = encoder.encode_passage_tokens(tokens.rows(idx), batch_size=batch_size,
+                                                      bf16=bf16).astype(vecs.dtype)
+            release_free_memory()
+    else:
+        picked = (r_p for r_p in enumerate(read_passages(corpus, check_duplicates=False)) if wanted[r_p[0]])
+        while chunk := list(itertools.islice(picked, CHUNK)):
+            idx = [r for r, _ in chunk]
+            vecs[idx] = encoder.encode_passages([p.title for _, p in chunk], [p.text for _, p in chunk],
+                                                batch_size=batch_size, bf16=bf16).astype(vecs.dtype)
+            release_free_memory()
     encoder.train(was_training)
     vecs.flush()
     del vecs
@@ -124,9 +145,10 @@ def prune_cache(cache_root: Path, keep: set[int]) -> None:
 def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
                   margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
                   bf16: bool = False, work_dir: str | Path | None = None,
-                  embeddings: Path | None = None, progress: bool = False) -> RefreshResult:
+                  embeddings: Path | None = None, progress: bool = False, tokens=None) -> RefreshResult:
     """Mine new pools for every question of every training set with the current encoder
-    (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`)."""
+    (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`;
+    ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.tokens.CorpusTokens`)."""
     from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
     from dpr_xrisk.index import build_index, load_index
     from dpr_xrisk.search import load_passage_texts
@@ -139,7 +161,8 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         t0 = time.perf_counter()
         emb = embeddings if embeddings is not None else Path(tmp) / "emb"
         if embeddings is None:
-            encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode")
+            encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode",
+                          tokens=tokens)
         t1 = time.perf_counter()
         build_index(emb, Path(tmp) / "index", factory=factory)
         index, ids, meta = load_index(Path(tmp) / "index")

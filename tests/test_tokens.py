@@ -1,0 +1,140 @@
+"""The refresh corpus tokenised once (issue #13 item 2) and the refresh's --max-length override:
+the cached word pieces equal the tokenizer's, encoding from them is bit-identical to encoding
+from text, the cache is reused when nothing changed and rebuilt (with a notice) when the
+tokenizer, the passage settings or the files change."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import SAMPLE, cli
+from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
+from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.errors import InputError
+from dpr_xrisk.io.passages import read_passages
+from dpr_xrisk.tokens import CorpusTokens
+from dpr_xrisk.train.config import TrainConfig
+from dpr_xrisk.train.refresh import partial_reencode, with_passage_length
+from dpr_xrisk.train.trainer import train
+
+TRAIN = str(SAMPLE / "biencoder-train.json")
+CORPUS = str(SAMPLE / "passages.tsv")
+
+
+@pytest.fixture()
+def enc(tiny_model_dir):
+    return DualEncoder.load(tiny_model_dir, pooling="mean", normalize=True, passage_max_length=48)
+
+
+def vectors(folder):
+    return np.array(shard_arrays(load_shards(folder)[0])[0])
+
+
+def test_cached_tokens_are_the_tokenizers_own(enc, tmp_path):
+    tokens = CorpusTokens.load_or_build(enc, CORPUS, tmp_path)
+    ps = list(read_passages(CORPUS))
+    ref = enc.tokenize_passages([p.title for p in ps], [p.text for p in ps], padding=False, return_tensors=None)
+    assert tokens.count == len(ps) == 335
+    got = tokens.rows(range(len(ps)))
+    assert [r.tolist() for r in got["input_ids"]] == ref["input_ids"]
+    assert [r.tolist() for r in got["token_type_ids"]] == ref["token_type_ids"]
+    assert max(len(r) for r in got["input_ids"]) == 48  # truncated at the passage length
+    rows = [7, 300, 2]  # any rows, in the order asked
+    assert [r.tolist() for r in tokens.rows(rows)["input_ids"]] == [ref["input_ids"][i] for i in rows]
+
+
+def test_encoding_from_cached_tokens_is_bit_identical(enc, tmp_path):
+    tokens = CorpusTokens.load_or_build(enc, CORPUS, tmp_path / "tok")
+    encode_corpus(enc, CORPUS, tmp_path / "text", progress=False, chunk_size=100)
+    encode_corpus(enc, CORPUS, tmp_path / "tokens", progress=False, chunk_size=100, tokens=tokens)
+    np.testing.assert_array_equal(vectors(tmp_path / "text"), vectors(tmp_path / "tokens"))
+    ids = [(tmp_path / d / "ids-00000-of-00001.txt").read_text() for d in ("text", "tokens")]
+    assert ids[0] == ids[1]
+    # a shard of a sharded encode reads its own rows of the cache
+    encode_corpus(enc, CORPUS, tmp_path / "s1", progress=False, shard_id=1, num_shards=2)
+    encode_corpus(enc, CORPUS, tmp_path / "s1t", progress=False, shard_id=1, num_shards=2, tokens=tokens)
+    a, b = (shard_arrays(load_shards(tmp_path / d, only=[1])[0])[0] for d in ("s1", "s1t"))
+    np.testing.assert_array_equal(a, b)
+    # the partial re-encode of the refresh: the same rows from tokens as from text
+    for name, t in (("pt", None), ("pk", tokens)):
+        partial_reencode(enc, CORPUS, tmp_path / name, 0, None, 0, 0.3, tokens=t)
+        partial_reencode(enc, CORPUS, tmp_path / name, 2, 0, 250, 0.3, tokens=t)
+    np.testing.assert_array_equal(vectors(tmp_path / "pt" / "step-2" / "emb"), vectors(tmp_path / "pk" / "step-2" / "emb"))
+
+
+def test_cache_is_reused_and_rebuilt_when_stale(enc, tmp_path, monkeypatch, capsys):
+    import dpr_xrisk.tokens as T
+
+    first = CorpusTokens.load_or_build(enc, CORPUS, tmp_path)
+    calls = []
+    real_build = T.build
+    monkeypatch.setattr(T, "build", lambda *a, **k: (calls.append(1), real_build(*a, **k)))
+    again = CorpusTokens.load_or_build(enc, CORPUS, tmp_path)
+    assert calls == [] and again.folder == first.folder  # nothing changed: reused, not rebuilt
+    # another passage length is another key: rebuilt, and the old folder removed
+    short = CorpusTokens.load_or_build(with_passage_length(enc, 16), CORPUS, tmp_path)
+    assert calls == [1] and short.folder != first.folder and not first.folder.exists()
+    assert max(len(r) for r in short.rows(range(short.count))["input_ids"]) == 16
+    # another corpus (same tokenizer) is another key too
+    other = tmp_path / "other.tsv"
+    other.write_text("id\ttext\ttitle\n" + "".join(f"p{i}\tsome text number {i}\tT{i}\n" for i in range(5)))
+    assert CorpusTokens.load_or_build(enc, other, tmp_path / "o").count == 5
+    # a damaged cache (arrays cut short, or meta.json garbage) is rebuilt with a one-line notice
+    folder = CorpusTokens.load_or_build(enc, CORPUS, tmp_path).folder
+    np.save(folder / "input_ids.npy", np.zeros(3, dtype=np.int32))
+    capsys.readouterr()
+    fixed = CorpusTokens.load_or_build(enc, CORPUS, tmp_path)
+    assert "unreadable" in capsys.readouterr().err
+    assert fixed.offsets[-1] == len(fixed.input_ids) > 3
+    (folder / "meta.json").write_text("{not json")
+    CorpusTokens.load_or_build(enc, CORPUS, tmp_path)
+    assert "tokenising the corpus again" in capsys.readouterr().err
+    assert json.loads((folder / "meta.json").read_text())["count"] == 335
+
+
+def test_tokenizer_change_changes_the_key(enc, tiny_model_dir, tmp_path):
+    from dpr_xrisk.tokens import token_key, tokenizer_fingerprint
+
+    lower = DualEncoder.load(tiny_model_dir, pooling="mean", normalize=True, passage_max_length=48)
+    assert tokenizer_fingerprint(lower.tokenizer) == tokenizer_fingerprint(enc.tokenizer)
+    lower.tokenizer.backend_tokenizer.normalizer = __import__("tokenizers").normalizers.BertNormalizer(lowercase=False)
+    assert token_key(lower, "fp")[0] != token_key(enc, "fp")[0]
+    assert token_key(with_passage_length(enc, 48), "fp")[0] == token_key(enc, "fp")[0]
+    prefixed = DualEncoder.load(tiny_model_dir, passage_max_length=48, passage_prefix="passage: ")
+    assert token_key(prefixed, "fp")[0] != token_key(enc, "fp")[0]
+
+
+def test_refresh_tokenises_once_and_max_length_is_logged(tiny_model_dir, tmp_path, monkeypatch):
+    import dpr_xrisk.tokens as T
+
+    calls = []
+    real_build = T.build
+    monkeypatch.setattr(T, "build", lambda *a, **k: (calls.append(1), real_build(*a, **k)))
+    cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), pooling="mean", normalize=True,
+                      passage_max_length=64, batch_size=8, max_steps=4, lr=1e-3, warmup_ratio=0.0,
+                      negatives="model", refresh_every=2, refresh_k=20, hard_negatives=1, refresh_max_length=24)
+    train(cfg, tmp_path / "o", progress=False)
+    log = [json.loads(l) for l in (tmp_path / "o" / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [0, 2] and calls == [1]  # two refreshes, one tokenisation
+    assert all(r["max_length"] == 24 and r["tokens_s"] >= 0 for r in log)
+    meta = json.loads(next((tmp_path / "o" / "refresh_tokens").glob("tokens-*/meta.json")).read_text())
+    assert meta["passage_max_length"] == 24 and meta["count"] == 335
+    # the saved model keeps its inference length (the model's declared 256): the override is the refresh's alone
+    assert DualEncoder.load(tmp_path / "o").settings.passage_max_length == 256
+
+
+def test_refresh_max_length_below_two_is_an_error():
+    with pytest.raises(InputError, match="refresh_max_length must be >= 2"):
+        TrainConfig(train=(TRAIN,), corpus=CORPUS, refresh_every=2, refresh_max_length=1)
+
+
+def test_mine_max_length_is_recorded(tiny_model_dir, tmp_path):
+    out = tmp_path / "neg.jsonl"
+    cli("mine", "--model", str(tiny_model_dir), "--train", TRAIN, "--corpus", CORPUS, "--out", str(out),
+        "--k", "10", "--max-length", "16")
+    assert json.loads((tmp_path / "neg.jsonl.meta.json").read_text())["max_length"] == 16
+    cli("mine", "--model", str(tiny_model_dir), "--train", TRAIN, "--corpus", CORPUS, "--out", str(out),
+        "--max-length", "1", code=2)
