@@ -264,7 +264,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         "num_shards": num_shards, "range": [start, end], "corpus": str(Path(corpus).resolve()),
         "corpus_fingerprint": corpus_fp, "corpus_size": total,
         "seconds": round(before + time.perf_counter() - t0, 3), "bf16": bf16,  # all sessions of a resumed run
-        "quantize": getattr(encoder, "quantize", "none"),
+        "quantize": getattr(encoder, "quantize", "none"), "backend": getattr(encoder, "backend", "torch"),
     }
     write_json(meta_path, meta)
     progress_path.unlink(missing_ok=True)

@@ -112,10 +112,12 @@ def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat",
         "corpus": metas[0]["corpus"], "corpus_fingerprint": metas[0]["corpus_fingerprint"],
         "num_shards": len(metas), "shards": [m["shard_id"] for m in metas], "of_shards": metas[0]["num_shards"], "train_seconds": round(train_s, 3),
         "build_seconds": round(time.perf_counter() - t0, 3), "faiss_version": faiss.__version__,
-        "quantize": metas[0].get("quantize", "none"),
+        "quantize": metas[0].get("quantize", "none"), "backend": metas[0].get("backend", "torch"),
     }
-    if len({m.get("quantize", "none") for m in metas}) != 1:
-        raise InputError("shards encoded with different --quantize; encode them alike", emb_dir)
+    from dpr_xrisk.onnx_backend import vector_mode
+
+    if len({vector_mode(m.get("backend", "torch"), m.get("quantize", "none")) for m in metas}) != 1:
+        raise InputError("shards encoded with different --backend/--quantize; encode them alike", emb_dir)
     with atomic_dir(out_dir, overwrite=overwrite) as tmp:
         faiss.write_index(index, str(tmp / "index.faiss"))
         (tmp / "ids.txt").write_text("".join(i + "\n" for i in ids), encoding="utf-8")

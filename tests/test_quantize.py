@@ -42,7 +42,7 @@ def test_int8_pipeline_encode_search_mine(tiny_model_dir, tmp_path):
     assert meta["quantize"] == "int8"
     cli("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx")
     assert json.loads((tmp_path / "idx" / "meta.json").read_text())["quantize"] == "int8"
-    assert "encoded with --quantize int8, the queries would be --quantize none" in cli(
+    assert "encoded with --backend torch --quantize int8, the queries would be --backend torch --quantize none" in cli(
         "search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec", code=2)
     cli("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec",
         "--allow-backend-mismatch")  # fp32 queries on purpose
@@ -55,7 +55,7 @@ def test_int8_pipeline_encode_search_mine(tiny_model_dir, tmp_path):
     m = json.loads((tmp_path / "neg.jsonl.meta.json").read_text())
     assert m["quantize"] == "int8" and 0 <= m["pool_overlap_vs_fp32"] <= 1 and m["check_questions"] == 80
     assert "pool overlap" in out.output
-    assert "give --quantize int8" in cli("mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus",
+    assert "--check-against fp32 compares a --quantize int8 or --backend onnx mining" in cli("mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus",
                                          SAMPLE / "passages.tsv", "--out", tmp_path / "n2.jsonl", "--check-against", "fp32", code=2)
 
 

@@ -18,6 +18,7 @@ OutRun = Annotated[Optional[Path], typer.Option("--out-run", help="Write a TREC 
 OutJson = Annotated[Optional[Path], typer.Option("--out-json", help="Write a DPR retrieval JSON here (pyserini's evaluate_dpr_retrieval input).", rich_help_panel="Output")]
 Device = Annotated[str, typer.Option("--device", help="auto (CUDA when present, else CPU) | cpu | cuda | cuda:N.")]
 Quantize = Annotated[str, typer.Option("--quantize", help="none | int8 (dynamic int8 Linear layers on the CPU: faster where bfloat16 is slow; same model fingerprint).")]
+Backend = Annotated[str, typer.Option("--backend", help="torch | onnx: the towers exported to ONNX (cached next to the model, else in ~/.cache/dpr_xrisk/onnx) and run by ONNX Runtime on the CPU; needs the 'fast' extra. With --quantize int8: ONNX Runtime's dynamic int8.")]
 Pooling = Annotated[Optional[str], typer.Option(help="Override pooling for a plain HF folder: cls | mean.", rich_help_panel="Encoder overrides")]
 Normalize = Annotated[Optional[bool], typer.Option("--normalize/--no-normalize", help="Override L2 normalisation.", rich_help_panel="Encoder overrides")]
 
@@ -26,6 +27,46 @@ def load_encoder(model: str, pooling=None, normalize=None, title=None):
     from dpr_xrisk.encoder import DualEncoder
 
     return DualEncoder.load(model, pooling=pooling, normalize=normalize, title=title)
+
+
+def check_inference(backend: str, quantize: str, device, bf16: bool = False) -> None:
+    """Refuse, before anything loads: unknown names, the CPU-only modes on another device, --bf16
+    outside the torch backend, --backend onnx without ONNX Runtime."""
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.onnx_backend import check_backend, require_onnxruntime
+    from dpr_xrisk.quantize import QUANTIZE
+
+    check_backend(backend)
+    if quantize not in QUANTIZE:
+        from dpr_xrisk.errors import unknown_name
+
+        raise unknown_name("quantize mode", quantize, QUANTIZE)
+    if backend == "onnx" and bf16:
+        raise InputError("--bf16 is for the torch backend; ONNX Runtime runs fp32 (or --quantize int8)")
+    if (backend == "onnx" or quantize != "none") and device.type != "cpu":
+        what = "--backend onnx" if backend == "onnx" else f"--quantize {quantize}"
+        raise InputError(f"{what} runs on the CPU; use --device cpu (GPUs: --bf16)")
+    if backend == "onnx":
+        require_onnxruntime()
+
+
+def inference_encoder(encoder, backend: str, quantize: str, device, bf16: bool = False, model=None):
+    """The encoder to run inference with: torch fp32/bf16, torch int8, or ONNX Runtime (fp32 or
+    int8), after :func:`check_inference`."""
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.onnx_backend import default_cache_root, onnx_encoder
+    from dpr_xrisk.quantize import quantized
+
+    check_inference(backend, quantize, device, bf16)
+    if backend == "onnx":
+        from dpr_xrisk.encoder import resolve_model_path
+
+        try:
+            model_dir = resolve_model_path(model) if model is not None else None
+        except InputError:
+            model_dir = None
+        return onnx_encoder(encoder, quantize, default_cache_root(model_dir))[0]
+    return quantized(encoder, quantize)
 
 
 def write_outputs(run, questions, corpus, out_run, out_json, tag: str) -> None:

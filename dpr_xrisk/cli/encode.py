@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, load_encoder
+from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, inference_encoder, load_encoder
 
 
 def encode(
@@ -17,6 +17,7 @@ def encode(
     bf16: Bf16 = False,
     device: Device = "auto",
     quantize: Quantize = "none",
+    backend: Backend = "torch",
     shard_id: Annotated[Optional[int], typer.Option(min=0, help="This process's shard (0-based); under torchrun: its RANK.", rich_help_panel="Sharding")] = None,
     num_shards: Annotated[Optional[int], typer.Option(min=1, help="Total shards the corpus is split into; under torchrun: WORLD_SIZE (one shard per process, and per GPU with --device auto).", rich_help_panel="Sharding")] = None,
     threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
@@ -47,13 +48,8 @@ def encode(
         shard_id = int(os.environ.get("RANK", "0")) if world > 1 and num_shards == world else 0
 
     dev = resolve_device(device)  # checked before the model loads
-    from dpr_xrisk.quantize import quantized
-
-    if quantize != "none" and dev.type != "cpu":
-        from dpr_xrisk.errors import InputError
-
-        raise InputError("--quantize int8 runs on the CPU; use --device cpu (GPUs: --bf16)")
-    encoder = quantized(load_encoder(model, pooling, normalize).to(dev), quantize)
+    check_inference(backend, quantize, dev, bf16)
+    encoder = inference_encoder(load_encoder(model, pooling, normalize).to(dev), backend, quantize, dev, bf16, model)
     meta = encode_corpus(encoder, corpus, out, batch_size=batch_size, dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,
                          overwrite=overwrite)

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Corpus, Device, Model, Quantize
+from dpr_xrisk.cli._options import Backend, Corpus, Device, Model, Quantize
 
 
 def mine(
@@ -21,6 +21,7 @@ def mine(
     keep_answers: Annotated[bool, typer.Option(help="Keep passages that contain an answer (no false-negative filter).")] = False,
     device: Device = "auto",
     quantize: Quantize = "none",
+    backend: Backend = "torch",
     check_against: Annotated[Optional[str], typer.Option("--check-against", help="fp32: also mine with the fp32 towers and report how far the --quantize pools differ (256 questions).")] = None,
     max_length: Annotated[Optional[int], typer.Option("--max-length", min=2, help="Word pieces per passage when encoding the corpus for mining (shorter = faster; recorded in the .meta.json). Default: the model's passage length.")] = None,
 ):
@@ -39,18 +40,22 @@ def mine(
     from dpr_xrisk.device import resolve_device
 
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.quantize import quantized
 
     if check_against not in (None, "fp32"):
         raise InputError(f"--check-against {check_against!r}: valid: fp32")
-    if check_against and quantize == "none":
-        raise InputError("--check-against fp32 compares a --quantize int8 mining with fp32; give --quantize int8")
-    fp32 = load_encoder(model).to(resolve_device(device))
+    if check_against and quantize == "none" and backend == "torch":
+        raise InputError("--check-against fp32 compares a --quantize int8 or --backend onnx mining with torch fp32; "
+                         "give one of them")
+    from dpr_xrisk.cli._options import check_inference, inference_encoder
+
+    dev = resolve_device(device)
+    check_inference(backend, quantize, dev)
+    fp32 = load_encoder(model).to(dev)
     if max_length is not None:
         from dpr_xrisk.train.refresh import with_passage_length
 
         fp32 = with_passage_length(fp32, max_length)
-    encoder = quantized(fp32, quantize)
+    encoder = inference_encoder(fp32, backend, quantize, dev, model=model)
     validate_refresh(encoder, corpus, k, factory)
     store = PassageStore()
     s = load_training_set(train, store)
@@ -77,7 +82,7 @@ def mine(
             f.write(json.dumps({"question": q.idx, "negatives": negs}) + "\n")
     write_json(Path(f"{out}.meta.json"), {"model": model, "fingerprint": encoder.fingerprint(), "corpus": str(corpus),
                                           "train": str(train), "k": k, "factory": factory, "skip_ranks": skip_ranks,
-                                          "margin": margin, "quantize": quantize,
+                                          "margin": margin, "quantize": quantize, "backend": backend,
                                           "max_length": fp32.settings.passage_max_length, **result.stats, **check})
     typer.echo(f"wrote {out} ({result.stats['mean_pool_size']:.1f} negatives per question on average; "
                f"removed {result.stats['removed']})")

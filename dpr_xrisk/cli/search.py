@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, load_encoder
+from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, inference_encoder
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -24,6 +24,7 @@ def search(
     bf16: Bf16 = False,
     device: Device = "auto",
     quantize: Quantize = "none",
+    backend: Backend = "torch",
     faiss_gpu: Annotated[bool, typer.Option("--faiss-gpu", help="Search Flat/IVF indexes on the GPU (needs a GPU faiss: the 'gpu' extra).", rich_help_panel="Index parameters")] = False,
     ef_search: Annotated[Optional[int], typer.Option(min=1, help="HNSW efSearch (recall/speed trade-off).", rich_help_panel="Index parameters")] = None,
     nprobe: Annotated[Optional[int], typer.Option(min=1, help="IVF lists probed per query.", rich_help_panel="Index parameters")] = None,
@@ -31,7 +32,7 @@ def search(
     fusion: Fusion = "rrf",
     alpha: Alpha = 0.5,
     depth: Annotated[int, typer.Option(min=1, help="Candidates taken from each run before fusion.", rich_help_panel=Hybrid)] = 1000,
-    allow_backend_mismatch: Annotated[bool, typer.Option("--allow-backend-mismatch", help="Search an index encoded with another --quantize than the queries' (their vectors differ slightly).")] = False,
+    allow_backend_mismatch: Annotated[bool, typer.Option("--allow-backend-mismatch", help="Search an index encoded with another --backend/--quantize than the queries' (int8 vectors differ slightly from fp32 ones; torch and ONNX fp32 agree).")] = False,
     allow_corpus_mismatch: Annotated[bool, typer.Option("--allow-corpus-mismatch", help="Accept a --corpus other than the indexed one (has_answer is then scored against its texts).")] = False,
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
@@ -43,6 +44,7 @@ def search(
     from dpr_xrisk.device import resolve_device
 
     dev = resolve_device(device)  # checked before anything loads
+    check_inference(backend, quantize, dev, bf16)
     questions = read_questions(queries)
     if faiss_gpu:
         from dpr_xrisk.index import check_faiss_gpu, index_to_gpu
@@ -57,15 +59,16 @@ def search(
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
     # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
     recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
-    from dpr_xrisk.quantize import quantized
+    from dpr_xrisk.onnx_backend import vector_mode
 
-    indexed = meta.get("quantize", "none")
-    if indexed != quantize and not allow_backend_mismatch:
+    indexed_b, indexed_q = meta.get("backend", "torch"), meta.get("quantize", "none")
+    if vector_mode(indexed_b, indexed_q) != vector_mode(backend, quantize) and not allow_backend_mismatch:
         from dpr_xrisk.errors import InputError
 
-        raise InputError(f"the index was encoded with --quantize {indexed}, the queries would be --quantize {quantize}; "
-                         f"give --quantize {indexed}, or --allow-backend-mismatch")
-    encoder = quantized(DualEncoder.load(model or meta["model"], **recorded).to(dev), quantize)
+        raise InputError(f"the index was encoded with --backend {indexed_b} --quantize {indexed_q}, the queries would be "
+                         f"--backend {backend} --quantize {quantize}; give those of the index, or --allow-backend-mismatch")
+    encoder = inference_encoder(DualEncoder.load(model or meta["model"], **recorded).to(dev), backend, quantize, dev,
+                                bf16, model or meta["model"])
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
                        batch_size=batch_size, bf16=bf16, more=loaded[1:])
@@ -82,7 +85,7 @@ def search(
     from dpr_xrisk.encode import provenance
     from dpr_xrisk.io.common import write_json
 
-    made_from = {"model": meta["model"], "fingerprint": encoder.fingerprint(), "quantize": quantize, "k": k, "tag": tag,
+    made_from = {"model": meta["model"], "fingerprint": encoder.fingerprint(), "quantize": quantize, "backend": backend, "k": k, "tag": tag,
                  "index": [str(Path(i).resolve()) for i in index], "corpus_fingerprint": meta.get("corpus_fingerprint"),
                  "inputs": provenance(queries=queries, bm25_index=bm25_index)}
     for path in (out_run, out_json):

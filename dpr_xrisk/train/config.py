@@ -84,6 +84,9 @@ class TrainConfig:
     #   mines 256 questions in fp32 and logs how far the int8 pools differ
     refresh_fraction: float | None = None  # re-encode only this share of the corpus per refresh, oldest
     #   first (the rest keeps embeddings from earlier refreshes; staleness is logged); None = all
+    refresh_backend: str = "torch"  # torch | onnx: encode the refresh corpus with the current towers exported to
+    #   ONNX and run by ONNX Runtime (CPU; with refresh_quantize = "int8" its dynamic int8), exported at each
+    #   refresh under OUT/refresh_onnx (export_s in refresh_log.jsonl); needs the 'fast' extra
     refresh_max_length: int | None = None  # word pieces per passage when encoding the refresh corpus
     #   (shorter = faster mining, logged as max_length); None = passage_max_length
     # --- optimisation ---------------------------------------------------------------------
@@ -155,6 +158,8 @@ class TrainConfig:
         if (self.refresh_every is not None or self.refresh_every_epochs is not None or self.negatives == "model") \
                 and not self.corpus:
             raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
+        if self.refresh_backend not in ("torch", "onnx"):
+            raise unknown_name("refresh_backend", self.refresh_backend, ("torch", "onnx"))
         if self.refresh_max_length is not None and self.refresh_max_length < 2:
             raise InputError(f"refresh_max_length must be >= 2 word pieces (or unset), got {self.refresh_max_length}")
         if self.refresh_fraction is not None and not 0 < self.refresh_fraction <= 1:
@@ -285,7 +290,7 @@ STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize
               "pairwise_loss", "margin", "symmetric", "batch_size", "hard_negatives", "negatives",
               "max_positives", "in_batch_q", "q_rule", "corpus", "corpus_size", "filter_answers",
               "bm25_depth", "negatives_file", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
-              "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "refresh_max_length", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
+              "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "refresh_max_length", "refresh_backend", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "adam_eps", "warmup_steps", "warmup_ratio", "max_steps",
               "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16", "precision")
 

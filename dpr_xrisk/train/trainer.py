@@ -133,6 +133,10 @@ def prepare(cfg: TrainConfig):
         from dpr_xrisk.train.refresh import validate_refresh
 
         validate_refresh(encoder, cfg.corpus, cfg.refresh_k, cfg.refresh_factory)
+        if cfg.refresh_backend == "onnx":
+            from dpr_xrisk.onnx_backend import require_onnxruntime
+
+            require_onnxruntime()
     for s in sets:
         if cfg.negatives == "file":
             D.pools_from_file_negatives(s, store, cfg.filter_answers)
@@ -164,7 +168,15 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
         # the corpus's word pieces, tokenised at the run's first refresh and reused by every later one
         tokens = CorpusTokens.load_or_build(encoder, cfg.corpus, out / "refresh_tokens", progress=progress)
         extra["tokens_s"] = round(time.perf_counter() - t0, 3)
-        if cfg.refresh_quantize != "none":
+        if cfg.refresh_backend == "onnx":
+            import shutil
+
+            from dpr_xrisk.onnx_backend import onnx_encoder
+
+            shutil.rmtree(out / "refresh_onnx", ignore_errors=True)  # the towers have changed since the last one
+            encoder, export_s = onnx_encoder(encoder, cfg.refresh_quantize, out / "refresh_onnx")
+            extra["export_s"] = round(export_s, 3)
+        elif cfg.refresh_quantize != "none":
             from dpr_xrisk.quantize import quantized
 
             t0 = time.perf_counter()
@@ -183,7 +195,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
                                progress=progress, tokens=tokens)
         if extra:
             result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
-                                            + extra["tokens_s"], 3)
+                                            + extra.get("export_s", 0) + extra["tokens_s"], 3)
             result.stats.update(extra)
             if "encode_s" in extra:
                 prune_refresh_cache(out, step)

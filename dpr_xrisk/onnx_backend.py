@@ -1,0 +1,227 @@
+"""The ONNX Runtime backend (issue #13): each tower exported to ONNX with torch's dynamo exporter
+(opset 18, dynamic batch and sequence axes) and run by ONNX Runtime's CPU execution provider;
+``int8`` is ONNX Runtime's dynamic quantisation of the exported graph (int8 weights with one
+scale per output channel, activations quantised on the fly). Pooling and normalisation stay in :class:`~dpr_xrisk.encoder.DualEncoder`,
+so an ONNX tower returns what the torch tower returns: the last hidden states.
+
+Exports are cached under a root folder (next to the model when it is writable, else
+``~/.cache/dpr_xrisk/onnx``), one folder per tower and mode, named by the tower's weight
+fingerprint: ``<root>/<fingerprint>-<fp32|int8>/model.onnx`` plus ``meta.json`` (the fingerprint,
+the file's sha256, the opset, the versions that made it). An unchanged tower is never exported
+again; a folder whose file no longer matches its meta (corrupted, cut short) is rebuilt with a
+one-line notice. The model folder's ``dpr_xrisk.json`` records nothing of this.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dpr_xrisk.errors import InputError, unknown_name
+
+BACKENDS = ("torch", "onnx")
+OPSET = 18
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise unknown_name("backend", backend, BACKENDS)
+
+
+def require_onnxruntime() -> None:
+    """One line naming the extra to install when ONNX Runtime or the exporter's packages are missing."""
+    for mod in ("onnxruntime", "onnx", "onnxscript"):
+        try:
+            __import__(mod)
+        except ImportError:
+            raise InputError(f"--backend onnx needs {mod}: pip install 'dpr_xrisk[fast]'") from None
+
+
+def tower_fingerprint(model: nn.Module) -> str:
+    """A short hash of a tower's class, config and weights: the key of its exports."""
+    h = hashlib.sha256(type(model).__name__.encode())
+    config = getattr(model, "config", None)
+    if config is not None:
+        h.update(config.to_json_string(use_diff=False).encode())
+    for name, t in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().flatten().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def default_cache_root(model_dir: str | Path | None) -> Path:
+    """``<model>/onnx`` when the model folder is writable, else ``~/.cache/dpr_xrisk/onnx``."""
+    if model_dir is not None and Path(model_dir).is_dir() and os.access(model_dir, os.W_OK):
+        return Path(model_dir) / "onnx"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dpr_xrisk" / "onnx"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+class _LastHidden(nn.Module):
+    """The tower with a plain tensor output (what the exporter traces)."""
+
+    def __init__(self, model: nn.Module, names: tuple[str, ...]):
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state  # (B, T, H)
+
+
+def tower_inputs(model: nn.Module) -> tuple[str, ...]:
+    params = inspect.signature(model.forward).parameters
+    return tuple(n for n in INPUTS if n in params)
+
+
+def export_tower(model: nn.Module, path: Path, quantize: str = "none") -> None:
+    """Export ``model`` (a transformers encoder) to ``path``; ``int8``: then ONNX Runtime's
+    dynamic quantisation of the exported graph."""
+    import logging
+
+    names = tower_inputs(model)
+    m = _LastHidden(copy.deepcopy(model).float().cpu().eval(), names)
+    example = (torch.full((2, 16), 7, dtype=torch.long), torch.ones(2, 16, dtype=torch.long),
+               torch.zeros(2, 16, dtype=torch.long))[: len(names)]
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    fp32 = path if quantize == "none" else path.with_name("fp32.onnx")
+    quiet = logging.getLogger("torch.onnx")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from contextlib import redirect_stdout
+
+            with redirect_stdout(sys.stderr if os.environ.get("DPR_XRISK_ONNX_VERBOSE") else open(os.devnull, "w")):
+                torch.onnx.export(m, example, str(fp32), dynamo=True, opset_version=OPSET, input_names=list(names),
+                                  output_names=["last_hidden_state"], external_data=False,
+                                  dynamic_shapes={n: ({0: batch, 1: seq} if n in names else None) for n in INPUTS})
+    finally:
+        quiet.setLevel(level)
+    if quantize == "int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        root_log = logging.getLogger()
+        level = root_log.level
+        root_log.setLevel(logging.ERROR)  # its advice to pre-process is for static quantisation
+        try:
+            # per-channel weight scales: on MiniLM the per-tensor default left vectors at cosine 0.94
+            # to fp32 (min over 200 passages); per channel 0.99
+            quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8, per_channel=True)
+        finally:
+            root_log.setLevel(level)
+        fp32.unlink()
+
+
+def load_or_export(model: nn.Module, root: Path, quantize: str = "none") -> tuple[Path, bool]:
+    """The cached export of ``model`` in ``quantize`` mode under ``root`` (exported when missing,
+    rebuilt with a notice when damaged); returns (path, whether it was exported now)."""
+    key = tower_fingerprint(model)
+    folder = Path(root) / f"{key}-{'fp32' if quantize == 'none' else quantize}"
+    path, meta_path = folder / "model.onnx", folder / "meta.json"
+    if meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("fingerprint") == key and meta.get("quantize") == quantize and path.exists() \
+                    and _sha256(path) == meta.get("sha256"):
+                return path, False
+            problem = "does not match its meta.json (changed or cut short)"
+        except (OSError, ValueError) as e:
+            problem = f"is unreadable ({str(e).splitlines()[0]})"
+        print(f"ONNX cache {folder} {problem}; exporting again", file=sys.stderr)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    export_tower(model, tmp / "model.onnx", quantize)
+    import onnxruntime
+
+    meta = {"fingerprint": key, "quantize": quantize, "opset": OPSET, "inputs": list(tower_inputs(model)),
+            "sha256": _sha256(tmp / "model.onnx"), "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    tmp.rename(folder)
+    return path, True
+
+
+class _Output:
+    def __init__(self, last_hidden_state: torch.Tensor):
+        self.last_hidden_state = last_hidden_state
+
+
+class OrtTower(nn.Module):
+    """An ONNX Runtime session in a tower's place: called like a transformers encoder, returns
+    ``.last_hidden_state`` as a CPU float32 tensor."""
+
+    def __init__(self, path: Path, config=None, threads: int | None = None):
+        super().__init__()
+        import onnxruntime as ort
+
+        self.config = config  # the exported tower's (hidden size, ...)
+        # DualEncoder reads a tower's device from its parameters: this one lives on the CPU
+        self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or torch.get_num_threads()
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.names = [i.name for i in self.session.get_inputs()]
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        feed = {"input_ids": input_ids, "attention_mask": attention_mask,
+                "token_type_ids": token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)}
+        out = self.session.run(None, {n: feed[n].cpu().numpy() for n in self.names})[0]
+        return _Output(torch.from_numpy(out))
+
+
+def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None = None, threads: int | None = None):
+    """A copy of ``encoder`` whose towers run in ONNX Runtime (``quantize``: none | int8); the
+    original is untouched and the copy keeps its fingerprint (the same model, another runtime).
+    Returns (encoder, seconds spent exporting; 0 when every tower came from the cache)."""
+    import time
+
+    require_onnxruntime()
+    root = Path(cache_root) if cache_root is not None else default_cache_root(None)
+    fingerprint = encoder.fingerprint()
+    t0 = time.perf_counter()
+    exported = False
+    towers = {}
+    for name in ("query_model", "passage_model"):
+        model = getattr(encoder, name)
+        if name == "passage_model" and model is encoder.query_model:
+            towers[name] = towers["query_model"]
+            continue
+        path, fresh = load_or_export(model, root, quantize)
+        exported |= fresh
+        towers[name] = OrtTower(path, getattr(model, "config", None), threads)
+    out = copy.copy(encoder)
+    out._modules = dict(encoder._modules)  # a shallow copy must not swap the original's towers
+    out.query_model, out.passage_model = towers["query_model"], towers["passage_model"]
+    out.fingerprint = lambda: fingerprint
+    out.quantize, out.backend = quantize, "onnx"
+    return out, (time.perf_counter() - t0) if exported else 0.0
+
+
+def vector_mode(backend: str, quantize: str) -> str:
+    """What decides an index's vectors beyond the model: fp32 towers agree across backends
+    (ONNX fp32 = torch fp32 within 1e-5); each backend's int8 is its own."""
+    return "fp32" if quantize in (None, "none") else f"{backend}-{quantize}"
