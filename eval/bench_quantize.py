@@ -52,7 +52,35 @@ def flops_per_passage(encoder, n_tokens: np.ndarray) -> np.ndarray:
     return 2 * linear * n_tokens + attention
 
 
-def speed(args, fp32, int8) -> dict:
+class StOnnx:
+    """sentence-transformers' ONNX backend in its own Python (``_st_onnx_worker.py``)."""
+
+    def __init__(self, python: str, model_dir: str, joined: list[str], threads: int, mode: str):
+        import subprocess
+
+        self.file = BASE / f"st-onnx-passages-{len(joined)}.json"
+        BASE.mkdir(parents=True, exist_ok=True)
+        self.file.write_text(json.dumps(joined))
+        self.proc = subprocess.Popen([python, str(Path(__file__).parent / "_st_onnx_worker.py"), model_dir, str(self.file),
+                                      str(threads), mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if line != "ready":
+            raise SystemExit(f"sentence-transformers ONNX worker did not start ({line!r})")
+
+    def run(self) -> float:
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def embeddings(self) -> np.ndarray:
+        out = BASE / "st-onnx-emb.npy"
+        self.proc.stdin.write(f"dump {out}\n")
+        self.proc.stdin.flush()
+        self.proc.stdout.readline()
+        return np.load(out)
+
+
+def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
     from sentence_transformers import SentenceTransformer
 
     from dpr_xrisk.encoder import resolve_model_path
@@ -67,15 +95,33 @@ def speed(args, fp32, int8) -> dict:
              "ours bf16": lambda: fp32.encode_passages(titles, texts, batch_size=64, bf16=True),
              "ours int8": lambda: int8.encode_passages(titles, texts, batch_size=64),
              "st fp32": lambda: st.encode(joined, batch_size=64, convert_to_numpy=True)}
-    for fn in paths.values():  # warm-up
-        fn()
-    times: dict[str, list] = {k: [] for k in paths}
-    names = list(paths)
+    if onnx32 is not None:
+        paths["ours onnx fp32"] = lambda: onnx32.encode_passages(titles, texts, batch_size=64)
+        paths["ours onnx int8"] = lambda: onnx8.encode_passages(titles, texts, batch_size=64)
+    workers = {}
+    if args.st_python:  # each timed inside its worker (the encode call only), interleaved with the rest
+        for mode in ("fp32", "qint8"):
+            workers[f"st onnx {mode}"] = StOnnx(args.st_python, str(resolve_model_path("minilm")), joined, args.threads, mode)
+    emb = {}
+    for name, fn in paths.items():  # warm-up, and the vectors each path gives
+        emb[name] = fn()
+    times: dict[str, list] = {k: [] for k in list(paths) + list(workers)}
+    names = list(times)
     for r in range(args.reps):
         for name in names[r % len(names):] + names[: r % len(names)]:
+            if name in workers:
+                times[name].append(workers[name].run())
+                continue
             t0 = time.perf_counter()
             paths[name]()
             times[name].append(time.perf_counter() - t0)
+    for name, w in workers.items():
+        emb[name] = w.embeddings()
+        w.proc.stdin.close()
+        w.proc.wait()
+    ref_v = emb["ours fp32"]
+    cos = {k: float(((v * ref_v).sum(1) / np.linalg.norm(v, axis=1) / np.linalg.norm(ref_v, axis=1)).min())
+           for k, v in emb.items()}
     tokens = np.array([len(x) for x in fp32.tokenize_passages(titles, texts, padding=False, return_tensors=None)["input_ids"]])
     gflop = float(flops_per_passage(fp32, tokens).sum()) / 1e9
     peak = gemm_gflops()
@@ -85,11 +131,12 @@ def speed(args, fp32, int8) -> dict:
         rate = args.n / median(ts)
         out["paths"][name] = {"seconds": [round(t, 2) for t in ts], "psg_per_s": round(rate, 1),
                               "vs_st_fp32": round(rate / ref, 3), "gflops": round(gflop / median(ts), 1),
-                              "share_of_fp32_gemm": round(gflop / median(ts) / peak, 3)}
+                              "share_of_fp32_gemm": round(gflop / median(ts) / peak, 3),
+                              "min_cosine_vs_ours_fp32": round(cos[name], 4)}
     return out
 
 
-def quality(fp32, int8) -> dict:
+def quality(fp32, int8, onnx8=None) -> dict:
     from dpr_xrisk.answers import has_answer
     from dpr_xrisk.convert import squad_to_dpr
     from dpr_xrisk.io.passages import read_passages
@@ -102,7 +149,10 @@ def quality(fp32, int8) -> dict:
     ps = [p for p in read_passages(squad / "passages.tsv") if int(p.id.split("-")[1]) in test_articles]
     qs = read_questions(squad / "test.qa.tsv")
     out, tops = {"passages": len(ps), "questions": len(qs)}, {}
-    for name, enc, bf16 in (("fp32", fp32, False), ("bf16", fp32, True), ("int8", int8, False)):
+    runs = [("fp32", fp32, False), ("bf16", fp32, True), ("int8", int8, False)]
+    if onnx8 is not None:
+        runs.append(("onnx int8", onnx8, False))
+    for name, enc, bf16 in runs:
         p = enc.encode_passages([x.title for x in ps], [x.text for x in ps], bf16=bf16)
         q = enc.encode_queries([x.text for x in qs], bf16=bf16)
         top = np.argsort(-(q @ p.T), axis=1)[:, :20]
@@ -112,7 +162,7 @@ def quality(fp32, int8) -> dict:
         out[name] = {"top1": round(float((first < 1).mean()), 4), "top5": round(float((first < 5).mean()), 4),
                      "top20": round(float((first < 20).mean()), 4),
                      "rr@10": round(float(np.where(first < 10, 1.0 / (first + 1), 0.0).mean()), 4)}
-    for name in ("bf16", "int8"):
+    for name in [r[0] for r in runs[1:]]:
         out[name]["top20_overlap_with_fp32"] = round(float(np.mean([len(set(a) & set(b)) / 20 for a, b in
                                                                     zip(tops["fp32"], tops[name])])), 4)
     return out
@@ -123,6 +173,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-onnx", action="store_true", help="skip our ONNX Runtime paths (no 'fast' extra)")
+    ap.add_argument("--st-python", default=None,
+                    help="a Python with sentence-transformers + optimum-onnx (transformers 4.x) for ST's own ONNX "
+                         "fp32/qint8 paths, e.g. a venv made by eval/st_onnx_venv.sh")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from dpr_xrisk.encoder import DualEncoder
@@ -130,19 +184,28 @@ def main() -> None:
 
     fp32 = DualEncoder.load("minilm").eval()
     int8 = quantized(fp32, "int8")
+    onnx32 = onnx8 = None
+    export = {}
+    if not args.no_onnx:
+        from dpr_xrisk.onnx_backend import onnx_encoder
+
+        cache = BASE / "onnx-cache"
+        onnx32, export["fp32_s"] = onnx_encoder(fp32, "none", cache, threads=args.threads)
+        onnx8, export["int8_s"] = onnx_encoder(fp32, "int8", cache, threads=args.threads)
     res = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
-           "threads": args.threads, "speed": speed(args, fp32, int8), "quality": quality(fp32, int8)}
+           "threads": args.threads, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
+           "quality": quality(fp32, int8, onnx8)}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench_quantize.json").write_text(json.dumps(res, indent=2) + "\n")
     sp, qu = res["speed"], res["quality"]
     rows = "\n".join(f"| {k} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
-                     f"{', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
+                     f"{v['min_cosine_vs_ours_fp32']:.4f} | {', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
     qrows = "\n".join(f"| {k} | {qu[k]['top1']:.4f} | {qu[k]['top5']:.4f} | {qu[k]['top20']:.4f} | {qu[k]['rr@10']:.4f} | "
-                      f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in ("fp32", "bf16", "int8"))
+                      f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in qu if isinstance(qu[k], dict))
     section = (f"## int8 inference (issue #13)\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; "
-               f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s.\n\n"
+               f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {export or '—'}.\n\n"
                f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
-               "| path | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | seconds per rep |\n|---|---:|---:|---:|---:|---|\n"
+               "| path | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---|\n"
                + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
                "test-article paragraphs (DPR answer match):\n\n"
                "| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n" + qrows + "\n")
