@@ -31,6 +31,7 @@ from dpr_xrisk.errors import InputError, unknown_name
 
 BACKENDS = ("torch", "onnx")
 OPSET = 18
+FORMAT = 2  # 2: BERT graphs fused by ONNX Runtime's transformer optimiser before quantisation
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -117,6 +118,7 @@ def export_tower(model: nn.Module, path: Path, quantize: str = "none") -> None:
                                   dynamic_shapes={n: ({0: batch, 1: seq} if n in names else None) for n in INPUTS})
     finally:
         quiet.setLevel(level)
+    fuse(model, fp32)
     if quantize == "int8":
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -132,6 +134,30 @@ def export_tower(model: nn.Module, path: Path, quantize: str = "none") -> None:
         fp32.unlink()
 
 
+def fuse(model: nn.Module, path: Path) -> bool:
+    """ONNX Runtime's transformer optimiser on a BERT graph, in place (LayerNorm + residual into
+    SkipLayerNormalization, bias + GELU into BiasGelu): fp32 gains little (ONNX Runtime fuses
+    much of it when it loads a graph), but int8 quantises the fused graph, where those fusions can
+    no longer happen at load time. Other model types are left as exported. Returns whether it ran."""
+    config = getattr(model, "config", None)
+    if getattr(config, "model_type", None) != "bert":
+        return False
+    import logging
+
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    root_log = logging.getLogger()
+    level = root_log.level
+    root_log.setLevel(logging.ERROR)
+    try:
+        opt = optimize_model(str(path), model_type="bert", num_heads=config.num_attention_heads,
+                             hidden_size=config.hidden_size, opt_level=1)
+        opt.save_model_to_file(str(path))
+    finally:
+        root_log.setLevel(level)
+    return True
+
+
 def load_or_export(model: nn.Module, root: Path, quantize: str = "none") -> tuple[Path, bool]:
     """The cached export of ``model`` in ``quantize`` mode under ``root`` (exported when missing,
     rebuilt with a notice when damaged); returns (path, whether it was exported now)."""
@@ -141,8 +167,8 @@ def load_or_export(model: nn.Module, root: Path, quantize: str = "none") -> tupl
     if meta_path.exists():
         try:
             meta = json.loads(meta_path.read_text())
-            if meta.get("fingerprint") == key and meta.get("quantize") == quantize and path.exists() \
-                    and _sha256(path) == meta.get("sha256"):
+            if meta.get("fingerprint") == key and meta.get("quantize") == quantize and meta.get("format") == FORMAT \
+                    and path.exists() and _sha256(path) == meta.get("sha256"):
                 return path, False
             problem = "does not match its meta.json (changed or cut short)"
         except (OSError, ValueError) as e:
@@ -155,7 +181,7 @@ def load_or_export(model: nn.Module, root: Path, quantize: str = "none") -> tupl
     export_tower(model, tmp / "model.onnx", quantize)
     import onnxruntime
 
-    meta = {"fingerprint": key, "quantize": quantize, "opset": OPSET, "inputs": list(tower_inputs(model)),
+    meta = {"fingerprint": key, "quantize": quantize, "opset": OPSET, "format": FORMAT, "inputs": list(tower_inputs(model)),
             "sha256": _sha256(tmp / "model.onnx"), "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     tmp.rename(folder)
