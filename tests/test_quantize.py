@@ -80,3 +80,13 @@ def test_bad_quantize_options_are_one_line_errors(tiny_model_dir, tmp_path):
         "--quantize", "int8", "--check-against", "bf16", code=2)
     assert "unknown refresh_quantize 'int4'" in cli(
         "train", "--model", tiny_model_dir, "--train", TRAIN, "--out", tmp_path / "m", "--refresh-quantize", "int4", code=2)
+
+
+def test_default_batch_size_is_the_measured_one_per_path():
+    import torch
+
+    from dpr_xrisk.cli._options import default_batch_size
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert default_batch_size(None, cpu) == 16 and default_batch_size(None, cpu, bf16=True) == 64
+    assert default_batch_size(None, gpu) == 128 and default_batch_size(7, cpu) == 7 and default_batch_size(7, gpu, True) == 7

@@ -12,7 +12,7 @@ def encode(
     corpus: Corpus,
     out: Annotated[Path, typer.Option("--out", "-o", help="Embeddings folder (created; shards and resumes live here).")],
     model: Model = "minilm",
-    batch_size: BatchSize = 128,
+    batch_size: BatchSize = None,
     dtype: Annotated[str, typer.Option(help="Stored vector type: float32 | float16 (half the disk).")] = "float32",
     bf16: Bf16 = False,
     device: Device = "auto",
@@ -50,7 +50,9 @@ def encode(
     dev = resolve_device(device)  # checked before the model loads
     check_inference(backend, quantize, dev, bf16)
     encoder = inference_encoder(load_encoder(model, pooling, normalize).to(dev), backend, quantize, dev, bf16, model)
-    meta = encode_corpus(encoder, corpus, out, batch_size=batch_size, dtype=dtype, bf16=bf16,
+    from dpr_xrisk.cli._options import default_batch_size
+
+    meta = encode_corpus(encoder, corpus, out, batch_size=default_batch_size(batch_size, dev, bf16), dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,
                          overwrite=overwrite)
     typer.echo(f"wrote {meta}")

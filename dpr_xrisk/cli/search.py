@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, inference_encoder
+from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size, inference_encoder
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -20,7 +20,7 @@ def search(
     k: K = 100,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Encoder; default: the one recorded in the index (it must match).")] = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts for --out-json; default: the corpus recorded in the index.")] = None,
-    batch_size: BatchSize = 128,
+    batch_size: BatchSize = None,
     bf16: Bf16 = False,
     device: Device = "auto",
     quantize: Quantize = "none",
@@ -71,7 +71,7 @@ def search(
                                 bf16, model or meta["model"])
     check_compatible(encoder, meta)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
-                       batch_size=batch_size, bf16=bf16, more=loaded[1:])
+                       batch_size=default_batch_size(batch_size, dev, bf16), bf16=bf16, more=loaded[1:])
     tag = "dense"
     if bm25_index is not None:
         from dpr_xrisk.bm25 import bm25_search
