@@ -226,8 +226,9 @@ def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None 
     import time
 
     require_onnxruntime()
+    from dpr_xrisk.quantize import with_towers
+
     root = Path(cache_root) if cache_root is not None else default_cache_root(None)
-    fingerprint = encoder.fingerprint()
     t0 = time.perf_counter()
     exported = False
     towers = {}
@@ -239,11 +240,7 @@ def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None 
         path, fresh = load_or_export(model, root, quantize)
         exported |= fresh
         towers[name] = OrtTower(path, getattr(model, "config", None), threads)
-    out = copy.copy(encoder)
-    out._modules = dict(encoder._modules)  # a shallow copy must not swap the original's towers
-    out.query_model, out.passage_model = towers["query_model"], towers["passage_model"]
-    out.fingerprint = lambda: fingerprint
-    out.quantize, out.backend = quantize, "onnx"
+    out = with_towers(encoder, towers["query_model"], towers["passage_model"], quantize=quantize, backend="onnx")
     return out, (time.perf_counter() - t0) if exported else 0.0
 
 

@@ -35,14 +35,22 @@ def quantized(encoder, mode: str | None = "none"):
             warnings.simplefilter("ignore")  # torch's deprecation notice of quantised tensor creation
             return quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear}, dtype=torch.qint8)
 
+    qm = q(encoder.query_model)
+    pm = qm if encoder.passage_model is encoder.query_model else q(encoder.passage_model)
+    return with_towers(encoder, qm, pm, quantize=mode)
+
+
+def with_towers(encoder, query_model, passage_model, **attrs):
+    """A copy of ``encoder`` that runs other towers (int8, ONNX Runtime) in place of its own: the
+    original is untouched and the copy keeps its fingerprint (the same model, run another way);
+    ``attrs`` are set on the copy (``quantize``, ``backend``)."""
     fingerprint = encoder.fingerprint()
     out = copy.copy(encoder)
     out._modules = dict(encoder._modules)  # a shallow copy must not swap the original's towers
-    qm = q(encoder.query_model)
-    pm = qm if encoder.passage_model is encoder.query_model else q(encoder.passage_model)
-    out.query_model, out.passage_model = qm, pm
-    out.fingerprint = lambda: fingerprint  # the same model, run in int8
-    out.quantize = mode
+    out.query_model, out.passage_model = query_model, passage_model
+    out.fingerprint = lambda: fingerprint
+    for name, value in attrs.items():
+        setattr(out, name, value)
     return out
 
 

@@ -129,3 +129,26 @@ def cli(*args, code: int = 0, stdin: str | None = None, env: dict | None = None)
     assert r.exit_code == code, r.output + repr(r.exception)
     assert "Traceback" not in r.output
     return r.output
+
+
+def train_killed_at(cfg, out, step: int) -> None:
+    """``train(cfg, out)`` stopped by a KeyboardInterrupt right after step ``step`` (what a kill
+    leaves: the checkpoints written so far); asserts that it was stopped."""
+    from dpr_xrisk.train.trainer import train
+
+    def die(done):
+        if done == step:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, out, progress=False, on_step=die)
+
+
+def assert_same_weights(a, b) -> None:
+    """The two model folders hold bit-identical weights."""
+    import torch
+
+    from dpr_xrisk.encoder import DualEncoder
+
+    wa, wb = (DualEncoder.load(d).state_dict() for d in (a, b))
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)

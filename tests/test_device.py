@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import SAMPLE, cli
+from conftest import SAMPLE, cli, train_killed_at
 from dpr_xrisk.cli import app
 from dpr_xrisk.device import resolve_device, resolve_precision
 from dpr_xrisk.errors import InputError
@@ -71,12 +71,7 @@ def test_training_on_cuda_resumes_on_cpu(tiny_model_dir, tmp_path):
     cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), batch_size=4, max_steps=4, save_every=2,
                       estimator="fcco", gamma_warmup_steps=0, device="cuda")
 
-    def die(step):
-        if step == 2:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, tmp_path / "m", progress=False, on_step=die)
+    train_killed_at(cfg, tmp_path / "m", 2)
     import dataclasses
 
     train(dataclasses.replace(cfg, device="cpu"), tmp_path / "m", resume=True, progress=False)

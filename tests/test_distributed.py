@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from conftest import SAMPLE
+from conftest import SAMPLE, train_killed_at
 
 TRAIN = str(SAMPLE / "biencoder-train.json")
 
@@ -142,12 +142,7 @@ def test_resume_on_another_world_size(no_dropout_model, tmp_path):
                       seed=3, save_every=2)
     train(cfg, tmp_path / "full", progress=False)
 
-    def die(step):
-        if step == 3:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, tmp_path / "cut", progress=False, on_step=die)
+    train_killed_at(cfg, tmp_path / "cut", 3)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
                           str(free_port()), *train_cmd(no_dropout_model, tmp_path / "cut", ["--save-every", "2", "--resume"])],

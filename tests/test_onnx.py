@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SAMPLE, cli
+from conftest import SAMPLE, assert_same_weights, cli, train_killed_at
 from dpr_xrisk.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
 
@@ -117,15 +117,9 @@ def test_refresh_on_onnx_logs_export_time_and_resumes_exactly(tiny_model_dir, tm
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1
     assert len(list((tmp_path / "full" / "refresh_onnx").iterdir())) == 1  # this refresh's tower only
 
-    def die(step):
-        if step == 3:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, tmp_path / "cut", progress=False, on_step=die)
+    train_killed_at(cfg, tmp_path / "cut", 3)
     train(cfg, tmp_path / "cut", resume=True, progress=False)
-    a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("full", "cut"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert_same_weights(tmp_path / "full", tmp_path / "cut")
 
 
 def test_bad_backend_inputs_are_one_line_errors(tiny_model_dir, tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import SAMPLE
+from conftest import SAMPLE, assert_same_weights, train_killed_at
 from dpr_xrisk.answers import has_answer
 from dpr_xrisk.cli import app
 from dpr_xrisk.encoder import DualEncoder
@@ -110,15 +110,9 @@ def test_training_with_refresh_resumes_exactly(tiny_model_dir, tmp_path):
     summary = train(cfg, tmp_path / "full", progress=False)
     assert 0 < summary["refresh_share"] < 1
 
-    def die(step):
-        if step == 5:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, tmp_path / "cut", progress=False, on_step=die)
+    train_killed_at(cfg, tmp_path / "cut", 5)
     train(cfg, tmp_path / "cut", resume=True, progress=False)
-    a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("full", "cut"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert_same_weights(tmp_path / "full", tmp_path / "cut")
     log = [json.loads(l) for l in (tmp_path / "full" / "refresh_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [0, 2, 4]
     assert all(r["mean_pool_size"] > 0 and "train_recall@20" in r for r in log)
@@ -186,16 +180,10 @@ def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_mo
     assert sorted(p.name for p in (full / "refresh_cache").iterdir()) == [f"step-{s}" for s in sorted(refs | {4})]
 
     # killed after step 5 (the checkpoint at step 4 uses version 2), resumed: same weights, same cache
-    def die(step):
-        if step == 5:
-            raise KeyboardInterrupt
-
     cut = tmp_path / "cut"
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, cut, progress=False, on_step=die)
+    train_killed_at(cfg, cut, 5)
     train(cfg, cut, resume=True, progress=False)
-    a, b = (DualEncoder.load(d).state_dict() for d in (full, cut))
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert_same_weights(full, cut)
     va, vb = (shard_arrays(load_shards(d / "refresh_cache" / "step-4" / "emb")[0])[0] for d in (full, cut))
     np.testing.assert_array_equal(va, vb)
 

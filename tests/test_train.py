@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import SAMPLE
+from conftest import SAMPLE, train_killed_at
 from dpr_xrisk.cli import app
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.train.batch import collate
@@ -125,12 +125,7 @@ def test_resume_continues_to_the_same_weights(tiny_model_dir, tmp_path, loss, es
     cfg = base(tiny_model_dir, loss=loss, save_every=2, grad_accum=2, estimator=estimator, gamma_warmup_steps=1)
     train(cfg, tmp_path / "full", progress=False)
 
-    def die(step):
-        if step == 3:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, tmp_path / "cut", progress=False, on_step=die)
+    train_killed_at(cfg, tmp_path / "cut", 3)
     assert [p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()] == ["step-2"]
     train(cfg, tmp_path / "cut", resume=True, progress=False)
     a, b = _weights(tmp_path / "full"), _weights(tmp_path / "cut")

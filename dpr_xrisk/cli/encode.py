@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, inference_encoder, load_encoder
+from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, default_batch_size, inference_encoder, load_encoder
 
 
 def encode(
@@ -50,8 +50,6 @@ def encode(
     dev = resolve_device(device)  # checked before the model loads
     check_inference(backend, quantize, dev, bf16)
     encoder = inference_encoder(load_encoder(model, pooling, normalize).to(dev), backend, quantize, dev, bf16, model)
-    from dpr_xrisk.cli._options import default_batch_size
-
     meta = encode_corpus(encoder, corpus, out, batch_size=default_batch_size(batch_size, dev, bf16), dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,
                          overwrite=overwrite)

@@ -123,7 +123,8 @@ class TrainConfig:
             raise InputError(f"zeta_scale must be >= 0, got {self.zeta_scale}")
         for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("q_rule", Q_RULES),
                             ("no_positive", NO_POSITIVE),
-                            ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine"))):
+                            ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine")),
+                            ("refresh_backend", ("torch", "onnx"))):
             if getattr(self, name) not in valid:
                 raise unknown_name(name, getattr(self, name), valid)
         from dpr_xrisk.losses import LOSSES, PAIRWISE
@@ -158,8 +159,6 @@ class TrainConfig:
         if (self.refresh_every is not None or self.refresh_every_epochs is not None or self.negatives == "model") \
                 and not self.corpus:
             raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
-        if self.refresh_backend not in ("torch", "onnx"):
-            raise unknown_name("refresh_backend", self.refresh_backend, ("torch", "onnx"))
         if self.refresh_max_length is not None and self.refresh_max_length < 2:
             raise InputError(f"refresh_max_length must be >= 2 word pieces (or unset), got {self.refresh_max_length}")
         if self.refresh_fraction is not None and not 0 < self.refresh_fraction <= 1:
