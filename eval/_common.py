@@ -116,7 +116,9 @@ def replace_section(path: Path, heading: str, section: str) -> None:
     """Put ``section`` (starting with the ``## heading`` line) into a Markdown file in place of the
     section of that heading, or at its end."""
     text = path.read_text(encoding="utf-8")
-    start = text.find(heading)
+    start = text.find(heading + "\n")  # the whole line first: a longer heading that starts alike is another section
+    if start < 0:
+        start = text.find(heading)  # a heading given by its start (bench_datasets)
     if start >= 0:
         end = text.find("\n## ", start + 1)
         text = text[:start] + section + (text[end + 1:] if end >= 0 else "")

@@ -16,6 +16,10 @@ and the median of the per-repetition paired ratios, and the max abs difference o
 bf16) embeddings.
 
     python eval/bench_encode.py [--n 512] [--n-bf16 128] [--batch-size 64] [--reps 3]
+
+``--backends`` (issue #13's command) runs eval/bench_quantize.py instead: ours torch fp32/bf16/int8
+and ONNX fp32/int8 against sentence-transformers fp32 and its own ONNX qint8, with the GEMM peak,
+on 2,000 passages unless ``--n`` is given; other arguments are passed on.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ from _common import WIKI, median, save  # noqa: E402
 
 
 def main() -> None:
+    if "--backends" in sys.argv[1:]:
+        import subprocess
+
+        rest = [x for x in sys.argv[1:] if x != "--backends"]
+        if not any(x == "--n" or x.startswith("--n=") for x in rest):
+            rest = ["--n", "2000", *rest]
+        raise SystemExit(subprocess.call([sys.executable, str(Path(__file__).with_name("bench_quantize.py")), *rest]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=512, help="passages (first N of wikipedia-100k)")
     ap.add_argument("--n-bf16", type=int, default=128, help="passages for the bf16 comparison (first N_BF16 of the N)")

@@ -55,14 +55,14 @@ def flops_per_passage(encoder, n_tokens: np.ndarray) -> np.ndarray:
 class StOnnx:
     """sentence-transformers' ONNX backend in its own Python (``_st_onnx_worker.py``)."""
 
-    def __init__(self, python: str, model_dir: str, joined: list[str], threads: int, mode: str):
+    def __init__(self, python: str, model_dir: str, joined: list[str], threads: int, mode: str, batch: int = 64):
         import subprocess
 
         self.file = BASE / f"st-onnx-passages-{len(joined)}.json"
         BASE.mkdir(parents=True, exist_ok=True)
         self.file.write_text(json.dumps(joined))
         self.proc = subprocess.Popen([python, str(Path(__file__).parent / "_st_onnx_worker.py"), model_dir, str(self.file),
-                                      str(threads), mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                      str(threads), mode, str(batch)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
             raise SystemExit(f"sentence-transformers ONNX worker did not start ({line!r})")
@@ -80,6 +80,19 @@ class StOnnx:
         return np.load(out)
 
 
+# each path's best batch on a CPU (eval/bench_batch.py, 2 threads: fp32 and int8 peak at 16, bf16 at
+# 64); sentence-transformers' paths get 16 too, the same as ours fp32
+BEST = {"ours fp32": 16, "ours bf16": 64, "ours int8": 16, "ours onnx fp32": 16, "ours onnx int8": 16,
+        "st fp32": 16, "st onnx fp32": 16, "st onnx qint8": 16}
+
+
+def batches(spec: str) -> dict:
+    """--batch-size: one number for every path, or ``best`` (each path at BEST)."""
+    if spec == "best":
+        return dict(BEST)
+    return {k: int(spec) for k in BEST}
+
+
 def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
     from sentence_transformers import SentenceTransformer
 
@@ -91,17 +104,19 @@ def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
     st = SentenceTransformer(str(resolve_model_path("minilm")), device="cpu")
     st.max_seq_length = 256
     joined = [f"{t} {x}" for t, x in zip(titles, texts)]
-    paths = {"ours fp32": lambda: fp32.encode_passages(titles, texts, batch_size=64),
-             "ours bf16": lambda: fp32.encode_passages(titles, texts, batch_size=64, bf16=True),
-             "ours int8": lambda: int8.encode_passages(titles, texts, batch_size=64),
-             "st fp32": lambda: st.encode(joined, batch_size=64, convert_to_numpy=True)}
+    b = batches(args.batch_size)
+    paths = {"ours fp32": lambda: fp32.encode_passages(titles, texts, batch_size=b["ours fp32"]),
+             "ours bf16": lambda: fp32.encode_passages(titles, texts, batch_size=b["ours bf16"], bf16=True),
+             "ours int8": lambda: int8.encode_passages(titles, texts, batch_size=b["ours int8"]),
+             "st fp32": lambda: st.encode(joined, batch_size=b["st fp32"], convert_to_numpy=True)}
     if onnx32 is not None:
-        paths["ours onnx fp32"] = lambda: onnx32.encode_passages(titles, texts, batch_size=64)
-        paths["ours onnx int8"] = lambda: onnx8.encode_passages(titles, texts, batch_size=64)
+        paths["ours onnx fp32"] = lambda: onnx32.encode_passages(titles, texts, batch_size=b["ours onnx fp32"])
+        paths["ours onnx int8"] = lambda: onnx8.encode_passages(titles, texts, batch_size=b["ours onnx int8"])
     workers = {}
     if args.st_python:  # each timed inside its worker (the encode call only), interleaved with the rest
         for mode in ("fp32", "qint8"):
-            workers[f"st onnx {mode}"] = StOnnx(args.st_python, str(resolve_model_path("minilm")), joined, args.threads, mode)
+            workers[f"st onnx {mode}"] = StOnnx(args.st_python, str(resolve_model_path("minilm")), joined, args.threads,
+                                                mode, b[f"st onnx {mode}"])
     emb = {}
     for name, fn in paths.items():  # warm-up, and the vectors each path gives
         emb[name] = fn()
@@ -129,7 +144,7 @@ def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
     ref = args.n / median(times["st fp32"])
     for name, ts in times.items():
         rate = args.n / median(ts)
-        out["paths"][name] = {"seconds": [round(t, 2) for t in ts], "psg_per_s": round(rate, 1),
+        out["paths"][name] = {"batch_size": b[name], "seconds": [round(t, 2) for t in ts], "psg_per_s": round(rate, 1),
                               "vs_st_fp32": round(rate / ref, 3), "gflops": round(gflop / median(ts), 1),
                               "share_of_fp32_gemm": round(gflop / median(ts) / peak, 3),
                               "min_cosine_vs_ours_fp32": round(cos[name], 4)}
@@ -174,6 +189,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-onnx", action="store_true", help="skip our ONNX Runtime paths (no 'fast' extra)")
+    ap.add_argument("--batch-size", default="64",
+                    help="passages per forward pass for every path, or 'best': each path at its measured best (BEST)")
     ap.add_argument("--st-python", default=None,
                     help="a Python with sentence-transformers + optimum-onnx (transformers 4.x) for ST's own ONNX "
                          "fp32/qint8 paths, e.g. a venv made by eval/st_onnx_venv.sh")
@@ -196,21 +213,25 @@ def main() -> None:
            "threads": args.threads, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
            "quality": quality(fp32, int8, onnx8)}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bench_quantize.json").write_text(json.dumps(res, indent=2) + "\n")
+    sfx = "" if args.batch_size == "64" else f"-batch-{args.batch_size}"
+    (RESULTS / f"bench_quantize{sfx}.json").write_text(json.dumps(res, indent=2) + "\n")
     sp, qu = res["speed"], res["quality"]
-    rows = "\n".join(f"| {k} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
+    rows = "\n".join(f"| {k} | {v.get('batch_size', 64)} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
                      f"{v['min_cosine_vs_ours_fp32']:.4f} | {', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
     qrows = "\n".join(f"| {k} | {qu[k]['top1']:.4f} | {qu[k]['top5']:.4f} | {qu[k]['top20']:.4f} | {qu[k]['rr@10']:.4f} | "
                       f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in qu if isinstance(qu[k], dict))
-    section = (f"## int8 inference (issue #13)\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; "
+    title = "## int8 inference (issue #13)" + ("" if not sfx else
+                                                ", each path at its best batch" if args.batch_size == "best" else
+                                                f", batch {args.batch_size}")
+    section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; "
                f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {export or '—'}.\n\n"
                f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
-               "| path | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---|\n"
+               "| path | batch | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
                + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
                "test-article paragraphs (DPR answer match):\n\n"
                "| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n" + qrows + "\n")
     print(section)
-    replace_section(EVAL / "RESULTS.md", "## int8 inference (issue #13)", section)
+    replace_section(EVAL / "RESULTS.md", title, section)
 
 
 if __name__ == "__main__":

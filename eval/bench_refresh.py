@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -175,7 +176,7 @@ def flags_of(args, system: str) -> list[str] | None:
     f = SYSTEMS[system][1]
     if f is None:
         return None
-    return [x.format(refresh_every=args.refresh_every, refresh_k=args.refresh_k) for x in f]
+    return [x.format(refresh_every=args.refresh_every, refresh_k=args.refresh_k) for x in f] + shlex.split(args.train_extra)
 
 
 def steps_of(args, system: str, record: dict) -> int:
@@ -377,8 +378,10 @@ def write_report(path: Path, record: dict, png: Path) -> None:
         f"- **Common training settings**: `--model minilm --batch-size {a['batch_size']} --hard-negatives 1 "
         f"--lr {a['lr']} --max-steps {a['max_steps']} --threads 1`, seeds {', '.join(map(str, a['seeds']))}; "
         "everything else at its default (tau 0.05, linear warm-up 10 % and decay, grad clip 2, training "
-        "lengths query 32 / passage 128 tokens (evaluation at MiniLM's own 64 / 256, like zero-shot), fp32 training, hence fp32 refresh encoding, in-batch q = n_b/N with N the "
-        "passages known to training at start, no dev evaluation).",
+        "lengths query 32 / passage 128 tokens (evaluation at MiniLM's own 64 / 256, like zero-shot), "
+        + (f"plus `{a['train_extra']}` on every training run" if a.get("train_extra") else
+           "fp32 training, hence fp32 refresh encoding")
+        + ", in-batch q = n_b/N with N the passages known to training at start, no dev evaluation).",
         f"- **Refresh** (b–e): `--negatives model --refresh-every {a['refresh_every']} --refresh-k "
         f"{a['refresh_k']}`: the first pools are mined with the initial MiniLM at step 0, then re-mined at "
         f"steps {', '.join(str(s) for s in range(a['refresh_every'], a['max_steps'], a['refresh_every']))} "
@@ -535,6 +538,12 @@ def main() -> None:
                          "the last results record of the same command (e.g. after stopping the grid) and rewrite "
                          "the report and plot")
     ap.add_argument("--dry", action="store_true", help="plumbing check: everything under eval/work/refresh/dry/")
+    ap.add_argument("--train-extra", default="",
+                    help="flags appended to every `train` command, e.g. \"--precision bf16\" (the encode path of the "
+                         "refresh follows the training precision); recorded in each run's settings")
+    ap.add_argument("--tag", default=None,
+                    help="a separate grid: runs under eval/work/refresh/runs-TAG, results in "
+                         "eval/results/bench_refresh-TAG.json, report eval/RESULTS-refresh-TAG.md")
     args = ap.parse_args()
     argv = [a for a in sys.argv[1:] if a != "--collect"]
     command = "python eval/bench_refresh.py" + (" " + " ".join(argv) if argv else "")
@@ -542,8 +551,10 @@ def main() -> None:
         base = BASE / "dry"
         args.work, results, report, png = base / "runs", base / "bench_refresh.json", base / "report.md", base / "plot.png"
     else:
-        args.work = BASE / "runs"
-        results, report, png = RESULTS / "bench_refresh.json", EVAL / "RESULTS-refresh.md", EVAL / "refresh.png"
+        sfx = f"-{args.tag}" if args.tag else ""
+        args.work = BASE / f"runs{sfx}"
+        results, report, png = (RESULTS / f"bench_refresh{sfx}.json", EVAL / f"RESULTS-refresh{sfx}.md",
+                                EVAL / f"refresh{sfx}.png")
     args.work.mkdir(parents=True, exist_ok=True)
     results.parent.mkdir(parents=True, exist_ok=True)
     if "a-dpr-bm25-eqwall" in args.systems and args.eqwall_steps is None:

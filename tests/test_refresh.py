@@ -141,6 +141,8 @@ def test_refresh_every_epochs_is_converted_to_steps(tiny_model_dir, tmp_path):
     train(cfg, tmp_path / "o", progress=False)
     log = [json.loads(l) for l in (tmp_path / "o" / "refresh_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [5, 10]
+    # the refresh encodes at the measured batch of its path (CPU fp32: 16), not a fixed 128
+    assert {r["encode_batch_size"] for r in log} == {16}
 
 
 def test_refresh_every_steps_and_epochs_refresh_at_multiples_of_each(tiny_model_dir, tmp_path):

@@ -16,14 +16,10 @@ BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="T
 
 
 def default_batch_size(batch_size, device, bf16: bool = False) -> int:
-    """--batch-size, or the measured default of the path (eval/bench_batch.py, MiniLM, 2 threads,
-    1,500 passages: torch fp32 73.6 psg/s at 16 vs 60.0 at 128; ONNX int8 78.1 vs 64.1; bf16 peaks
-    at 64). GPUs keep 128 (larger batches fill them; bench_full uses 512 there)."""
-    if batch_size is not None:
-        return batch_size
-    if device.type != "cpu":
-        return 128
-    return 64 if bf16 else 16
+    """--batch-size, or the measured default of the path (:func:`dpr_xrisk.device.encode_batch_size`)."""
+    from dpr_xrisk.device import encode_batch_size
+
+    return batch_size if batch_size is not None else encode_batch_size(device, bf16)
 Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast: faster only on CPUs/GPUs with native bfloat16 (AMX, AVX512-BF16); several times slower on other CPUs (eval/RESULTS.md).")]
 OutRun = Annotated[Optional[Path], typer.Option("--out-run", help="Write a TREC run here.", rich_help_panel="Output")]
 OutJson = Annotated[Optional[Path], typer.Option("--out-json", help="Write a DPR retrieval JSON here (pyserini's evaluate_dpr_retrieval input).", rich_help_panel="Output")]

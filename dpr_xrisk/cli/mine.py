@@ -60,14 +60,17 @@ def mine(
     store = PassageStore()
     s = load_training_set(train, store)
     check_positives_in_corpus([s], {p.id for p in read_passages(corpus)})
+    from dpr_xrisk.device import encode_batch_size
+
+    bs = encode_batch_size(dev)  # the measured default of the path (CPU 16, GPU 128)
     result = refresh_pools(encoder, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
-                           filter_answers=not keep_answers)
+                           filter_answers=not keep_answers, batch_size=bs)
     check = {}
     if check_against:
         import numpy as np
 
         ref = refresh_pools(fp32, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
-                            filter_answers=not keep_answers)
+                            filter_answers=not keep_answers, batch_size=bs)
         from dpr_xrisk.quantize import pool_overlap
 
         n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng(0))

@@ -153,13 +153,16 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
     Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others.
     With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
     embedding version in use and the cursor are kept in ``state`` (hence in checkpoints)."""
+    from dpr_xrisk.device import encode_batch_size
     from dpr_xrisk.tokens import CorpusTokens
     from dpr_xrisk.train.refresh import partial_reencode, refresh_pools, with_passage_length
 
     state = state if state is not None else {}
     result = None
     if ddp is None or ddp.main:
-        emb, extra = None, {}
+        # the measured encode batch of the path (CPU fp32 16, bf16 64, GPU 128), not a fixed 128
+        emb, extra = None, {"encode_batch_size": encode_batch_size(encoder.device, cfg.bf16)}
+        bs = extra["encode_batch_size"]
         if cfg.refresh_max_length is not None:
             encoder = with_passage_length(encoder, cfg.refresh_max_length)
             extra["max_length"] = cfg.refresh_max_length
@@ -187,12 +190,12 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             cache = out / "refresh_cache"
             emb, cursor, part = partial_reencode(encoder, cfg.corpus, cache, step, state.get("refresh_cache_step"),
                                                  state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=cfg.bf16,
-                                                 progress=progress, tokens=tokens)
+                                                 progress=progress, tokens=tokens, batch_size=bs)
             extra.update(part, encode_s=round(time.perf_counter() - t0, 3), cursor=cursor)
         result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
                                filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb,
-                               progress=progress, tokens=tokens)
+                               progress=progress, tokens=tokens, batch_size=bs)
         if extra:
             result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
                                             + extra.get("export_s", 0) + extra["tokens_s"], 3)
@@ -200,7 +203,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             if "encode_s" in extra:
                 prune_refresh_cache(out, step)
         if cfg.refresh_quantize != "none" and not state.get("quantize_checked"):
-            result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens))
+            result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens, batch_size=bs))
             state["quantize_checked"] = True
     if ddp is not None and ddp.active:
         result = ddp.broadcast(result)
@@ -217,7 +220,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
     return result.stats["seconds"]
 
 
-def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=None) -> dict:
+def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=None, batch_size: int = 128) -> dict:
     """The first int8 refresh's quality guard: the same mining with the fp32 towers, compared on
     256 training questions (pool overlap; share of mined negatives that differ)."""
     import numpy as np
@@ -227,7 +230,7 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=N
 
     ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                         skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
-                        bf16=cfg.bf16, tokens=tokens)
+                        bf16=cfg.bf16, tokens=tokens, batch_size=batch_size)
     n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng([cfg.seed, 11]))
     return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
             "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
