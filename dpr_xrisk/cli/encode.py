@@ -52,7 +52,7 @@ def encode(
     encoder = inference_encoder(load_encoder(model, pooling, normalize).to(dev), backend, quantize, dev, bf16, model)
     meta = encode_corpus(encoder, corpus, out, batch_size=default_batch_size(batch_size, dev, bf16), dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,
-                         overwrite=overwrite)
+                         overwrite=overwrite, bound_heap=True)
     typer.echo(f"wrote {meta}")
 
 
