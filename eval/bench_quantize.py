@@ -2,7 +2,7 @@
 
 Speed: passages/s of ``encode_passages`` on the first ``--n`` passages of wikipedia-100k for ours
 fp32, bf16 and int8 (``--quantize int8``) and sentence-transformers fp32 (``encode``), same
-model (MiniLM), max length 256, batch 64, ``--threads`` threads, repetitions interleaved (the
+model (MiniLM), max length 256, batch 64 (``--batch-size N``, or ``best``: each path at its own best), ``--threads`` threads, repetitions interleaved (the
 order rotates), medians reported; plus the machine's fp32 GEMM rate (2048^3 matmul on the same
 threads) and each path's GFLOP/s as a share of it (FLOPs counted from the Linear layers and the
 attention products at each passage's token count).
@@ -80,17 +80,22 @@ class StOnnx:
         return np.load(out)
 
 
-# each path's best batch on a CPU (eval/bench_batch.py, 2 threads: fp32 and int8 peak at 16, bf16 at
-# 64); sentence-transformers' paths get 16 too, the same as ours fp32
-BEST = {"ours fp32": 16, "ours bf16": 64, "ours int8": 16, "ours onnx fp32": 16, "ours onnx int8": 16,
-        "st fp32": 16, "st onnx fp32": 16, "st onnx qint8": 16}
+# each path's best batch on a CPU: ours = the toolkit's measured default (encode_batch_size, from
+# eval/bench_batch.py: fp32 and int8 peak at 16, bf16 at 64); sentence-transformers' paths get ours
+# fp32's batch
+def _best() -> dict:
+    from dpr_xrisk.device import encode_batch_size
+
+    cpu = torch.device("cpu")
+    fp32, bf16 = encode_batch_size(cpu), encode_batch_size(cpu, bf16=True)
+    return {"ours fp32": fp32, "ours bf16": bf16, "ours int8": fp32, "ours onnx fp32": fp32, "ours onnx int8": fp32,
+            "st fp32": fp32, "st onnx fp32": fp32, "st onnx qint8": fp32}
 
 
 def batches(spec: str) -> dict:
-    """--batch-size: one number for every path, or ``best`` (each path at BEST)."""
-    if spec == "best":
-        return dict(BEST)
-    return {k: int(spec) for k in BEST}
+    """--batch-size: one number for every path, or ``best`` (each path at its best, :func:`_best`)."""
+    best = _best()
+    return best if spec == "best" else dict.fromkeys(best, int(spec))
 
 
 def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
@@ -190,7 +195,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-onnx", action="store_true", help="skip our ONNX Runtime paths (no 'fast' extra)")
     ap.add_argument("--batch-size", default="64",
-                    help="passages per forward pass for every path, or 'best': each path at its measured best (BEST)")
+                    help="passages per forward pass for every path, or 'best': each path at its measured best (_best)")
     ap.add_argument("--st-python", default=None,
                     help="a Python with sentence-transformers + optimum-onnx (transformers 4.x) for ST's own ONNX "
                          "fp32/qint8 paths, e.g. a venv made by eval/st_onnx_venv.sh")

@@ -142,7 +142,7 @@ def test_mine_max_length_is_recorded(tiny_model_dir, tmp_path):
 
 def test_only_the_encode_command_fixes_the_mmap_threshold(enc, tiny_model_dir, tmp_path, monkeypatch):
     """glibc's mmap threshold, once set, stays set for the process: set inside training (the
-    refresh and the dev evaluation encode a corpus), every step's activations were mapped and
+    refresh encodes its corpus with encode_corpus), every step's activations were mapped and
     unmapped afresh (13.5M vs 1.1M page faults, steps 2.7 s instead of 1.7 s on MiniLM). Only the
     ``encode`` command, a process of its own, bounds its heap that way."""
     import dpr_xrisk.encode as E

@@ -161,8 +161,8 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
     result = None
     if ddp is None or ddp.main:
         # the measured encode batch of the path (CPU fp32 16, bf16 64, GPU 128), not a fixed 128
-        emb, extra = None, {"encode_batch_size": encode_batch_size(encoder.device, cfg.bf16)}
-        bs = extra["encode_batch_size"]
+        bs = encode_batch_size(encoder.device, cfg.bf16)
+        emb, extra = None, {"encode_batch_size": bs}
         if cfg.refresh_max_length is not None:
             encoder = with_passage_length(encoder, cfg.refresh_max_length)
             extra["max_length"] = cfg.refresh_max_length
@@ -196,12 +196,11 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
                                filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb,
                                progress=progress, tokens=tokens, batch_size=bs)
-        if extra:
-            result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
-                                            + extra.get("export_s", 0) + extra["tokens_s"], 3)
-            result.stats.update(extra)
-            if "encode_s" in extra:
-                prune_refresh_cache(out, step)
+        result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
+                                        + extra.get("export_s", 0) + extra["tokens_s"], 3)
+        result.stats.update(extra)
+        if "encode_s" in extra:
+            prune_refresh_cache(out, step)
         if cfg.refresh_quantize != "none" and not state.get("quantize_checked"):
             result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens, batch_size=bs))
             state["quantize_checked"] = True
