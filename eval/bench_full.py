@@ -216,7 +216,8 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
                                                            "resumed": bool(resume)}))
         rec.update(json.loads((d / "train_wall.json").read_text()))
         end = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines() if '"event": "end"' in x][-1]
-        rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"])
+        rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"],
+                   undisturbed_loop_s=round(undisturbed_loop_s(d), 1))
         if not (d / "report" / "report.html").exists():
             br.cli(["report", "--train", f"{system}={d}", "--out", d / "report", "--title", f"{system} seed {seed}"], log)
     evaluate(args, data, d, model, log, rec)
@@ -245,6 +246,28 @@ def undisturbed_loop_s(d: Path) -> float:
     return end["seconds"] - excess
 
 
+def recorded_runs(res: Path, args, data) -> dict:
+    """The runs already in the results JSON that this invocation may keep beside its own: same
+    protocol and the same data and settings a rerun would stamp (so a seed-1 invocation keeps
+    seed 0's records even where the run folders under eval/work are gone); anything else is
+    dropped, never mixed. {system: {seed or -1: record}}."""
+    if not res.exists():
+        return {}
+    kept: dict = {}
+    for system, by_seed in json.loads(res.read_text(encoding="utf-8"))["runs"].items():
+        if system not in SYSTEMS:
+            continue
+        for seed, rec in by_seed.items():
+            seed = int(seed)
+            want = settings_of(args, data, system, seed, rec["settings"].get("steps"))
+            if rec["settings"] == want:
+                kept.setdefault(system, {})[seed] = rec
+            else:
+                print(f"[results] dropping the recorded {system} seed {seed}: other settings than this run's",
+                      flush=True)
+    return kept
+
+
 def report(args, data, recs: dict) -> str:
     bm25 = json.loads(Path(data["bm25_run"]).with_suffix(".eval.json").read_text())["results"][0]["metrics"]
     lines = ["# Full-length training on SQuAD + 100k Wikipedia distractors (issue #17)", "",
@@ -259,19 +282,23 @@ def report(args, data, recs: dict) -> str:
              f"| BM25 | — | bm25 | {bm25['top1']:.4f} | {bm25['top5']:.4f} | {bm25['top20']:.4f} | {bm25['top100']:.4f} | "
              f"{bm25['mrr@10']:.4f} | — | — | — | — |"]
     for system, by_seed in recs.items():
-        rs = list(by_seed.values())
-        for run in ("dense", "hybrid-rrf", "hybrid-interpolation"):
-            if not all(run in r["metrics"] for r in rs):
-                continue
-            cells = " | ".join(f"{np.mean([r['metrics'][run][k] for r in rs]):.4f}" for k in METRICS)
-            hub = f"{np.mean([r['hub_rate'] for r in rs]):.4f}" if run == "dense" else "—"
-            cost = "— | — | —"
-            if "train_loop_s" in rs[0] and run == "dense":
-                dirs = [BASE / "runs" / f"{system}-s{seed}" for seed in by_seed]
-                calm = f"{np.mean([undisturbed_loop_s(d) for d in dirs]):.0f}" \
-                    if all((d / "train_log.jsonl").exists() for d in dirs) else "—"
-                cost = f"{np.mean([r['steps'] for r in rs]):.0f} | {np.mean([r['train_loop_s'] for r in rs]):.0f} | {calm}"
-            lines.append(f"| {system} | {','.join(map(str, by_seed))} | {run} | {cells} | {hub} | {cost} |")
+        # one row per seed, and their mean where there are several
+        groups = [(str(seed if seed >= 0 else "—"), [seed]) for seed in by_seed]
+        if len(by_seed) > 1:
+            groups.append(("mean " + ",".join(map(str, by_seed)), list(by_seed)))
+        for label, seeds in groups:
+            rs = [by_seed[x] for x in seeds]
+            for run in ("dense", "hybrid-rrf", "hybrid-interpolation"):
+                if not all(run in r["metrics"] for r in rs):
+                    continue
+                cells = " | ".join(f"{np.mean([r['metrics'][run][k] for r in rs]):.4f}" for k in METRICS)
+                hub = f"{np.mean([r['hub_rate'] for r in rs]):.4f}" if run == "dense" else "—"
+                cost = "— | — | —"
+                if "train_loop_s" in rs[0] and run == "dense":
+                    calm = [r.get("undisturbed_loop_s") for r in rs]
+                    calm = f"{np.mean(calm):.0f}" if None not in calm else "—"
+                    cost = f"{np.mean([r['steps'] for r in rs]):.0f} | {np.mean([r['train_loop_s'] for r in rs]):.0f} | {calm}"
+                lines.append(f"| {system} | {label} | {run} | {cells} | {hub} | {cost} |")
     return "\n".join(lines) + "\n"
 
 
@@ -316,7 +343,10 @@ def main() -> None:
     if not bm25_eval.exists():
         score(data, data["bm25_run"], bm25_eval, BASE / "prepare.log")
     steps_full = int(np.ceil(args.epochs * data["train_questions"] / args.batch_size))
-    recs: dict = {}
+    gpu = "-gpu" if args.device != "cpu" else ""
+    res, rep = (BASE / "bench_full.json", BASE / "RESULTS.md") if args.tiny else \
+        (RESULTS / f"bench_full{gpu}.json", EVAL / f"RESULTS-full{gpu}.md")
+    recs = recorded_runs(res, args, data)  # other seeds' records (e.g. seed 0's, whose run folders are gone)
     systems = ["zero-shot"] + [s for s in args.systems if s != "zero-shot"]
     for seed in args.seeds:
         for system in systems:
@@ -338,10 +368,7 @@ def main() -> None:
             recs.setdefault(system, {})[seed if SYSTEMS[system][1] else -1] = rec
             out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,
                    "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs}
-            # the --tiny check writes its results under its work folder, never into eval/
-            gpu = "-gpu" if args.device != "cpu" else ""
-            res, rep = (BASE / "bench_full.json", BASE / "RESULTS.md") if args.tiny else \
-                (RESULTS / f"bench_full{gpu}.json", EVAL / f"RESULTS-full{gpu}.md")
+            # (the --tiny check writes its results under its work folder, never into eval/)
             common.replace_text(res, json.dumps(out, indent=2, default=str) + "\n")
             common.write_report(rep, report(args, data, recs))
 
