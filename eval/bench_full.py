@@ -53,7 +53,7 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "recommended": ("the shipped recipe (train --recipe recommended)", {"recipe": "recommended"}),
     "recommended-listwise": ("the recipe with the listwise loss (logistic pairwise loss)",
                              {"recipe": "recommended", "loss": "listwise", "pairwise_loss": "logistic"}),
-    "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time (seed 0)",
+    "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time",
                    {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
 }
 
@@ -316,6 +316,9 @@ def main() -> None:
     ap.add_argument("--test-questions", type=int, default=10 ** 9)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--save-every", type=int, default=50)
+    ap.add_argument("--eqwall-dpr-seed", type=int, default=None,
+                    help="take the DPR recipe's loop time for dpr-eqwall's step count from this seed's dpr run "
+                         "(default: the first of --seeds)")
     ap.add_argument("--bf16-encode", action="store_true", help="bfloat16 evaluation encoding (fast on CPUs with AMX)")
     ap.add_argument("--bf16", action="store_true",
                     help="bfloat16 autocast for training, refresh and evaluation encoding (fast on CPUs with AMX)")
@@ -353,17 +356,20 @@ def main() -> None:
             if SYSTEMS[system][1] is None and seed != args.seeds[0]:
                 continue
             steps = None
-            if system == "dpr-eqwall":  # steps matched to the recommended recipe's loop time, seed 0
-                ref = BASE / "runs" / f"recommended-s{args.seeds[0]}" / "bench.json"
-                dpr = BASE / "runs" / f"dpr-s{args.seeds[0]}" / "bench.json"
-                if not (ref.exists() and dpr.exists()):
-                    print("[dpr-eqwall] waits for recommended and dpr (seed 0)", flush=True)
+            if system == "dpr-eqwall":  # steps matched to the recommended recipe's loop time
+                # (the first seed's recommended run; DPR's time per step from the dpr run of
+                # --eqwall-dpr-seed, by default the same seed), both less what other jobs added
+                dpr_seed = args.seeds[0] if args.eqwall_dpr_seed is None else args.eqwall_dpr_seed
+                r = recs.get("recommended", {}).get(args.seeds[0])
+                a = recs.get("dpr", {}).get(dpr_seed)
+                if not (r and a and "undisturbed_loop_s" in r and "undisturbed_loop_s" in a):
+                    print(f"[dpr-eqwall] waits for recommended (seed {args.seeds[0]}) and dpr (seed {dpr_seed})",
+                          flush=True)
                     continue
-                a = json.loads(dpr.read_text())
-                r_s, a_s = undisturbed_loop_s(ref.parent), undisturbed_loop_s(dpr.parent)
+                r_s, a_s = r["undisturbed_loop_s"], a["undisturbed_loop_s"]
                 steps = max(1, round(a["steps"] * r_s / a_s))
                 print(f"[dpr-eqwall] {steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of "
-                      "recommended and dpr, less what other jobs added)", flush=True)
+                      f"recommended seed {args.seeds[0]} and dpr seed {dpr_seed}, less what other jobs added)", flush=True)
             rec = one_run(args, data, system, seed, steps)
             recs.setdefault(system, {})[seed if SYSTEMS[system][1] else -1] = rec
             out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,
