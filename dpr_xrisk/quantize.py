@@ -1,6 +1,14 @@
 """Inference with int8 towers: dynamic int8 quantisation of every Linear layer
-(``torch.ao.quantization.quantize_dynamic``, fbgemm/x86 kernels on CPUs) -- weights int8,
-activations quantised on the fly, embeddings, LayerNorms and pooling in float32.
+(``torch.ao.quantization.quantize_dynamic``, fbgemm/x86 kernels on CPUs) -- weights int8 with one
+scale per output channel, activations quantised on the fly, embeddings, LayerNorms and pooling in
+float32.
+
+Activations use all 8 bits where the CPU has VNNI (``avx512_vnni`` / ``avx_vnni``), whose int8
+dot products accumulate in int32; elsewhere 7 bits (torch's default ``reduce_range``), because the
+AVX2 kernels add pairs of uint8 x int8 products in int16, which 8-bit activations can overflow.
+Measured on MiniLM (200 Wikipedia passages, cosine to the fp32 vectors, mean / min): torch's
+defaults (per-tensor weights, 7-bit activations) 0.933 / 0.890; per-channel weights 0.982 /
+0.958; per-channel and 8-bit activations 0.995 / 0.990.
 
 The quantised copy keeps the model's fingerprint (it is the same model, run in int8); the
 embeddings and index metas record the ``quantize`` used, and ``search`` refuses queries of another
@@ -20,24 +28,65 @@ from dpr_xrisk.errors import unknown_name
 QUANTIZE = ("none", "int8")
 
 
-def quantized(encoder, mode: str | None = "none"):
+def cpu_has_vnni() -> bool:
+    """Whether the CPU has int8 dot products with int32 accumulation (x86 VNNI); False where it
+    cannot be read (non-Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_vnni", "avx_vnni"})
+    except OSError:
+        pass
+    return False
+
+
+def _full_range_linear_class():
+    """The dynamic int8 Linear with 8-bit activations (``reduce_range=False``): safe only with VNNI."""
+    import torch.ao.nn.quantized.dynamic as dq
+
+    class FullRangeLinear(dq.Linear):
+        def forward(self, x):
+            return torch.ops.quantized.linear_dynamic(x, self._packed_params._packed_params,
+                                                      reduce_range=False).to(x.dtype)
+
+    return FullRangeLinear
+
+
+def activation_bits(full_range: bool | None = None) -> int:
+    """8 where int8 towers quantise activations with the full range on this CPU, else 7."""
+    return 8 if (cpu_has_vnni() if full_range is None else full_range) else 7
+
+
+def quantized(encoder, mode: str | None = "none", full_range: bool | None = None):
     """``encoder`` itself for ``none``; for ``int8`` a copy with dynamically quantised towers
-    (the original is untouched; CPU only)."""
+    (the original is untouched; CPU only). ``full_range``: 8-bit activations (default: where the
+    CPU has VNNI, see the module's notes); the copy's ``activation_bits`` says which ran."""
     mode = mode or "none"
     if mode not in QUANTIZE:
         raise unknown_name("quantize mode", mode, QUANTIZE)
     if mode == "none":
         return encoder
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    bits = activation_bits(full_range)
+    full = _full_range_linear_class() if bits == 8 else None
 
     def q(model):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's deprecation notice of quantised tensor creation
-            return quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear}, dtype=torch.qint8)
+            out = quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear: per_channel_dynamic_qconfig},
+                                   dtype=torch.qint8)
+        if full is not None:
+            for m in out.modules():
+                if type(m) is full.__bases__[0]:
+                    m.__class__ = full
+        return out
 
     qm = q(encoder.query_model)
     pm = qm if encoder.passage_model is encoder.query_model else q(encoder.passage_model)
-    return with_towers(encoder, qm, pm, quantize=mode)
+    return with_towers(encoder, qm, pm, quantize=mode, activation_bits=bits)
 
 
 def with_towers(encoder, query_model, passage_model, **attrs):

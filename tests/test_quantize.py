@@ -39,7 +39,7 @@ def test_overlap_at_k():
 def test_int8_pipeline_encode_search_mine(tiny_model_dir, tmp_path):
     cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "emb", "--quantize", "int8")
     meta = json.loads((tmp_path / "emb" / "meta-00000-of-00001.json").read_text())
-    assert meta["quantize"] == "int8"
+    assert meta["quantize"] == "int8" and meta["activation_bits"] in (7, 8)
     cli("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx")
     assert json.loads((tmp_path / "idx" / "meta.json").read_text())["quantize"] == "int8"
     assert "encoded with --backend torch --quantize int8, the queries would be --backend torch --quantize none" in cli(
@@ -67,7 +67,7 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
                       max_steps=4, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="int8")
     train(cfg, tmp_path / "m", progress=False)
     recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
-    assert len(recs) == 2 and all("quantize_s" in r for r in recs)
+    assert len(recs) == 2 and all("quantize_s" in r and r["activation_bits"] in (7, 8) for r in recs)
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1 and "int8_pool_overlap_vs_fp32" not in recs[1]
 
 
@@ -90,3 +90,44 @@ def test_default_batch_size_is_the_measured_one_per_path():
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
     assert default_batch_size(None, cpu) == 16 and default_batch_size(None, cpu, bf16=True) == 64
     assert default_batch_size(None, gpu) == 128 and default_batch_size(7, cpu) == 7 and default_batch_size(7, gpu, True) == 7
+
+
+def _naive_dynamic_int8(x, w, b, levels: int):
+    """Reference int8 Linear: per-channel symmetric int8 weights, activations quantised per tensor
+    to ``levels`` (256: 8 bits, 128: 7 bits) with an asymmetric range that includes 0, the dot
+    products in integers, then dequantised."""
+    import torch
+
+    w_scale = w.abs().amax(1).clamp_min(1e-12) / 127.5  # torch's symmetric per-channel observer: 2*max/255
+    w_q = torch.clamp(torch.round(w / w_scale[:, None]), -128, 127)
+    lo, hi = min(0.0, x.min().item()), max(0.0, x.max().item())
+    scale = (hi - lo) / (levels - 1)
+    zp = int(round(-lo / scale))
+    x_q = torch.clamp(torch.round(x / scale) + zp, 0, levels - 1)
+    acc = (x_q - zp).double() @ w_q.double().T
+    return (acc * scale * w_scale.double()[None, :]).float() + b
+
+
+def test_int8_linear_matches_a_naive_reference_with_8_or_7_bit_activations():
+    import torch
+    from torch import nn
+
+    from dpr_xrisk.quantize import activation_bits, quantized
+
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 48)
+    x = torch.randn(10, 64) * 3
+    for full, levels in ((True, 256), (False, 128)):
+        class Enc(nn.Module):  # what quantized() reads of an encoder: its towers and fingerprint
+            def __init__(self):
+                super().__init__()
+                self.query_model = self.passage_model = nn.Sequential(lin)
+
+            def fingerprint(self):
+                return "x"
+        q = quantized(Enc(), "int8", full_range=full)
+        assert q.activation_bits == (8 if full else 7) and activation_bits(full) == q.activation_bits
+        y = q.passage_model(x)
+        ref, other = (_naive_dynamic_int8(x, lin.weight.detach(), lin.bias.detach(), n) for n in (levels, 384 - levels))
+        err, err_other = (y - ref).abs().max().item(), (y - other).abs().max().item()
+        assert err < 0.02 and err < err_other / 3, (full, err, err_other)  # the kernel is the reference it claims
