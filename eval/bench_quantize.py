@@ -199,6 +199,8 @@ def main() -> None:
     ap.add_argument("--st-python", default=None,
                     help="a Python with sentence-transformers + optimum-onnx (transformers 4.x) for ST's own ONNX "
                          "fp32/qint8 paths, e.g. a venv made by eval/st_onnx_venv.sh")
+    ap.add_argument("--quality-only", action="store_true",
+                    help="the quality half alone (load-independent: it can run beside another job); its own JSON and section")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from dpr_xrisk.encoder import DualEncoder
@@ -214,8 +216,27 @@ def main() -> None:
         cache = BASE / "onnx-cache"
         onnx32, export["fp32_s"] = onnx_encoder(fp32, "none", cache, threads=args.threads)
         onnx8, export["int8_s"] = onnx_encoder(fp32, "int8", cache, threads=args.threads)
+    if args.quality_only:
+        from dpr_xrisk.quantize import cpu_has_vnni
+
+        qu = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
+              "int8_activation_bits": int8.activation_bits, "vnni": cpu_has_vnni(), "quality": quality(fp32, int8, onnx8)}
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "bench_quantize-quality.json").write_text(json.dumps(qu, indent=2) + "\n")
+        q = qu["quality"]
+        title = "## int8 inference (issue #13), quality only"
+        section = (f"{title}\n\nCommand: `{qu['command'].strip()}`  \nDate: {qu['machine']['date']}; torch int8 with "
+                   f"{int8.activation_bits}-bit activations (VNNI: {qu['vnni']}), per-channel weights.\n\n"
+                   f"Zero-shot MiniLM, {q['questions']:,} SQuAD held-out questions x {q['passages']} test-article "
+                   "paragraphs (DPR answer match):\n\n"
+                   "| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n"
+                   + "\n".join(f"| {k} | {q[k]['top1']:.4f} | {q[k]['top5']:.4f} | {q[k]['top20']:.4f} | {q[k]['rr@10']:.4f} | "
+                                f"{q[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in q if isinstance(q[k], dict)) + "\n")
+        print(section)
+        replace_section(EVAL / "RESULTS.md", title, section)
+        return
     res = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
-           "threads": args.threads, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
+           "threads": args.threads, "int8_activation_bits": int8.activation_bits, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
            "quality": quality(fp32, int8, onnx8)}
     RESULTS.mkdir(exist_ok=True)
     sfx = "" if args.batch_size == "64" else f"-batch-{args.batch_size}"
@@ -229,7 +250,8 @@ def main() -> None:
                                                 ", each path at its best batch" if args.batch_size == "best" else
                                                 f", batch {args.batch_size}")
     section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; "
-               f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {export or '—'}.\n\n"
+               f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {export or '—'}; "
+               f"torch int8: per-channel weights, {int8.activation_bits}-bit activations.\n\n"
                f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
                "| path | batch | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
                + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
