@@ -28,7 +28,28 @@ def machine() -> dict:
         pass
     return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "cpus": os.cpu_count(), "mem_gib": mem, "python": platform.python_version(),
-            "torch": torch.__version__, "platform": platform.platform()}
+            "torch": torch.__version__, "platform": platform.platform(), **cpu_kind()}
+
+
+# the instruction sets that change this toolkit's speeds (bf16 autocast, int8 kernels) by large factors
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+
+
+def cpu_kind() -> dict:
+    """The CPU's model name and which of CPU_FLAGS it has: machines of one name vary (some are
+    AVX2-only), and times measured on two kinds must never be compared."""
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and not model:
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    return {"cpu_model": model or platform.processor(), "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
 
 
 def save(name: str, record: dict) -> Path:

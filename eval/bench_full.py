@@ -213,7 +213,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
             t0 = time.perf_counter()
             br.cli(["train", *recipe, "--config", d / "config.toml", *resume, "--out", d], log)
             (d / "train_wall.json").write_text(json.dumps({"train_wall_s": round(time.perf_counter() - t0, 1),
-                                                           "resumed": bool(resume)}))
+                                                           "resumed": bool(resume), "machine": args.machine}))
         rec.update(json.loads((d / "train_wall.json").read_text()))
         end = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines() if '"event": "end"' in x][-1]
         rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"],
@@ -365,6 +365,12 @@ def main() -> None:
                 if not (r and a and "undisturbed_loop_s" in r and "undisturbed_loop_s" in a):
                     print(f"[dpr-eqwall] waits for recommended (seed {args.seeds[0]}) and dpr (seed {dpr_seed})",
                           flush=True)
+                    continue
+                kinds = {json.dumps({k: (x.get("machine") or {}).get(k) for k in ("cpu_model", "cpu_flags", "cpus")})
+                         for x in (r, a)}
+                if dpr_seed != args.seeds[0] and (len(kinds) > 1 or "null" in next(iter(kinds))):
+                    print(f"[dpr-eqwall] not run: recommended seed {args.seeds[0]} and dpr seed {dpr_seed} ran on other "
+                          "(or unrecorded) kinds of CPU; their loop times do not compare", flush=True)
                     continue
                 r_s, a_s = r["undisturbed_loop_s"], a["undisturbed_loop_s"]
                 steps = max(1, round(a["steps"] * r_s / a_s))

@@ -249,7 +249,8 @@ def main() -> None:
     title = "## int8 inference (issue #13)" + ("" if not sfx else
                                                 ", each path at its best batch" if args.batch_size == "best" else
                                                 f", batch {args.batch_size}")
-    section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; "
+    cpu = f"CPU {res['machine'].get('cpu_model', '?')} ({', '.join(res['machine'].get('cpu_flags', []))}); "
+    section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; {cpu}"
                f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {export or '—'}; "
                f"torch int8: per-channel weights, {int8.activation_bits}-bit activations.\n\n"
                f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
