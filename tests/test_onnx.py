@@ -54,6 +54,22 @@ def test_onnx_towers_match_torch_and_themselves(tiny_encoder, onnx_root):
     assert isinstance(tiny_encoder.passage_model, torch.nn.Module) and not isinstance(tiny_encoder.passage_model, O.OrtTower)
 
 
+def test_bert_towers_are_fused_into_attention_nodes(tiny_encoder, onnx_root):
+    """The BERT export is one ONNX Runtime can fuse: Attention (QAttention once int8), not the
+    unfused MatMul/Softmax attention of the dynamo export."""
+    import onnx
+
+    O.onnx_encoder(tiny_encoder, "int8", onnx_root)
+    ops = {}
+    for q in ("fp32", "int8"):
+        (folder,) = [d for d in onnx_root.iterdir() if d.name.endswith(f"-{q}") and d.is_dir()]
+        ops[q] = [n.op_type for n in onnx.load(str(folder / "model.onnx")).graph.node]
+        assert json.loads((folder / "meta.json").read_text())["opset"] == O.LEGACY_OPSET
+    layers = tiny_encoder.passage_model.config.num_hidden_layers
+    assert ops["fp32"].count("Attention") == layers and "Softmax" not in ops["fp32"]
+    assert ops["int8"].count("QAttention") == layers and "Softmax" not in ops["int8"]
+
+
 def test_export_cache_reuse_and_invalidation(tiny_encoder, tmp_path, monkeypatch, capsys):
     calls = []
     real = O.export_tower
@@ -75,7 +91,7 @@ def test_export_cache_reuse_and_invalidation(tiny_encoder, tmp_path, monkeypatch
     (path.parent / "meta.json").write_text("{oops")
     assert O.load_or_export(tiny_encoder.passage_model, tmp_path)[1]
     assert "is unreadable" in capsys.readouterr().err
-    assert json.loads((path.parent / "meta.json").read_text())["opset"] == O.OPSET
+    assert json.loads((path.parent / "meta.json").read_text())["opset"] == O.LEGACY_OPSET  # a BERT tower (opset >= 17, as the issue asks)
 
 
 def test_onnx_pipeline_encode_index_search_mine(tiny_model_dir, tmp_path):
@@ -146,3 +162,14 @@ def test_bad_backend_inputs_are_one_line_errors(tiny_model_dir, tmp_path, monkey
     assert "pip install 'dpr_xrisk[fast]'" in cli(
         "encode", "--model", tiny_model_dir, "--corpus", CORPUS, "--out", tmp_path / "e2", "--backend", "onnx", code=2)
     assert not (tmp_path / "e2").exists()  # refused before anything was written
+
+
+def test_the_dynamo_export_of_other_towers_matches_torch(tiny_encoder, tmp_path, monkeypatch):
+    """Towers that are not BERT go through torch's dynamo exporter (opset 18, no attention fusion)."""
+    monkeypatch.setattr(O, "_legacy_export", lambda model: False)
+    monkeypatch.setattr(O, "_is_bert", lambda model: False)
+    ref = tiny_encoder.encode_passages([""] * len(TEXTS), TEXTS, batch_size=2)
+    enc, _ = O.onnx_encoder(tiny_encoder, "none", tmp_path)
+    np.testing.assert_allclose(enc.encode_passages([""] * len(TEXTS), TEXTS, batch_size=2), ref, atol=1e-5)
+    (folder,) = [d for d in tmp_path.iterdir() if d.name.endswith("-fp32")]
+    assert json.loads((folder / "meta.json").read_text())["opset"] == O.OPSET
