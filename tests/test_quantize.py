@@ -112,12 +112,14 @@ def test_int8_linear_matches_a_naive_reference_with_8_or_7_bit_activations():
     import torch
     from torch import nn
 
-    from dpr_xrisk.quantize import activation_bits, quantized
+    from dpr_xrisk.quantize import activation_bits, cpu_has_vnni, quantized
 
     torch.manual_seed(0)
     lin = nn.Linear(64, 48)
     x = torch.randn(10, 64) * 3
-    for full, levels in ((True, 256), (False, 128)):
+    # 8-bit activations only where the CPU has VNNI (elsewhere the kernels can saturate: the
+    # reason the toolkit uses 7 bits there), 7-bit ones everywhere
+    for full, levels in ((True, 256), (False, 128)) if cpu_has_vnni() else ((False, 128),):
         class Enc(nn.Module):  # what quantized() reads of an encoder: its towers and fingerprint
             def __init__(self):
                 super().__init__()
@@ -131,3 +133,32 @@ def test_int8_linear_matches_a_naive_reference_with_8_or_7_bit_activations():
         ref, other = (_naive_dynamic_int8(x, lin.weight.detach(), lin.bias.detach(), n) for n in (levels, 384 - levels))
         err, err_other = (y - ref).abs().max().item(), (y - other).abs().max().item()
         assert err < 0.02 and err < err_other / 3, (full, err, err_other)  # the kernel is the reference it claims
+
+
+def test_8_bit_activations_do_not_saturate_where_they_are_used():
+    """Inputs that put pairs of uint8 x int8 products past int16 (255 x 127 x 2 > 32767): exact
+    with VNNI's int32 accumulation; the toolkit picks 8 bits only on such CPUs."""
+    import torch
+    from torch import nn
+
+    from dpr_xrisk.quantize import activation_bits, cpu_has_vnni, quantized
+
+    if not cpu_has_vnni():
+        assert activation_bits() == 7
+        pytest.skip("no AVX-512 VNNI on this CPU: int8 towers use 7-bit activations here")
+    lin = nn.Linear(32, 4)
+    with torch.no_grad():
+        lin.weight.fill_(1.0)
+        lin.bias.zero_()
+    x = torch.full((2, 32), 10.0)
+    x[0, 0] = 0.0  # the range's low end, so every other input quantises to 255
+
+    class Enc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query_model = self.passage_model = nn.Sequential(lin)
+
+        def fingerprint(self):
+            return "x"
+    y = quantized(Enc(), "int8").passage_model(x)
+    torch.testing.assert_close(y, lin(x), atol=0.5, rtol=0.01)  # saturated pairs would lose ~half
