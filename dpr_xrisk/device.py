@@ -57,14 +57,34 @@ def encode_batch_size(device: torch.device, bf16: bool = False) -> int:
 
 
 @functools.lru_cache(maxsize=1)
+def cpu_info() -> tuple[str, frozenset] | None:
+    """(model name, instruction-set flags) of the first CPU in /proc/cpuinfo; None where it
+    cannot be read (not Linux)."""
+    model, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and not model:
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = frozenset(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return None
+    return model, flags
+
+
 def cpu_has_native_bf16() -> bool:
     """AVX512-BF16 or AMX-BF16 in /proc/cpuinfo (Linux); unknown elsewhere counts as yes."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return True
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    info = cpu_info()
+    return info is None or bool(info[1] & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_has_vnni() -> bool:
+    """AVX-512 VNNI (int8 dot products with int32 accumulation, which fbgemm's kernels use) in
+    /proc/cpuinfo; unknown elsewhere counts as no."""
+    info = cpu_info()
+    return info is not None and "avx512_vnni" in info[1]
 
 
 def resolve_precision(precision: str | None, device: torch.device, bf16_alias: bool = False, warn: bool = True) -> str:

@@ -25,23 +25,10 @@ import warnings
 import torch
 from torch import nn
 
+from dpr_xrisk.device import cpu_has_vnni
 from dpr_xrisk.errors import unknown_name
 
 QUANTIZE = ("none", "int8")
-
-
-def cpu_has_vnni() -> bool:
-    """Whether the CPU has AVX-512 VNNI (int8 dot products with int32 accumulation, which fbgemm's
-    kernels use); False where it cannot be read (non-Linux)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return "avx512_vnni" in flags
-    except OSError:
-        pass
-    return False
 
 
 def _full_range_linear_class():

@@ -38,17 +38,9 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_b
 def cpu_kind() -> dict:
     """The CPU's model name and which of CPU_FLAGS it has: machines of one name vary (some are
     AVX2-only), and times measured on two kinds must never be compared."""
-    model, flags = "", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name") and not model:
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
+    from dpr_xrisk.device import cpu_info
+
+    model, flags = cpu_info() or ("", frozenset())
     return {"cpu_model": model or platform.processor(), "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
 
 

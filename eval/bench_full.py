@@ -246,6 +246,13 @@ def undisturbed_loop_s(d: Path) -> float:
     return end["seconds"] - excess
 
 
+def cpu_kind_of(rec: dict) -> tuple | None:
+    """The kind of CPU a run trained on (model, flags, cores: ``_common.cpu_kind``), None where unrecorded."""
+    m = rec.get("machine") or {}
+    kind = (m.get("cpu_model"), tuple(m.get("cpu_flags") or ()), m.get("cpus"))
+    return None if None in (kind[0], m.get("cpu_flags"), kind[2]) else kind
+
+
 def recorded_runs(res: Path, args, data) -> dict:
     """The runs already in the results JSON that this invocation may keep beside its own: same
     protocol and the same data and settings a rerun would stamp (so a seed-1 invocation keeps
@@ -366,9 +373,8 @@ def main() -> None:
                     print(f"[dpr-eqwall] waits for recommended (seed {args.seeds[0]}) and dpr (seed {dpr_seed})",
                           flush=True)
                     continue
-                kinds = {json.dumps({k: (x.get("machine") or {}).get(k) for k in ("cpu_model", "cpu_flags", "cpus")})
-                         for x in (r, a)}
-                if dpr_seed != args.seeds[0] and (len(kinds) > 1 or "null" in next(iter(kinds))):
+                kinds = [cpu_kind_of(x) for x in (r, a)]
+                if dpr_seed != args.seeds[0] and (None in kinds or kinds[0] != kinds[1]):
                     print(f"[dpr-eqwall] not run: recommended seed {args.seeds[0]} and dpr seed {dpr_seed} ran on other "
                           "(or unrecorded) kinds of CPU; their loop times do not compare", flush=True)
                     continue

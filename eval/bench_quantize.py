@@ -188,6 +188,13 @@ def quality(fp32, int8, onnx8=None) -> dict:
     return out
 
 
+def quality_table(qu: dict) -> str:
+    """The markdown table of :func:`quality`'s result."""
+    return ("| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n"
+            + "\n".join(f"| {k} | {qu[k]['top1']:.4f} | {qu[k]['top5']:.4f} | {qu[k]['top20']:.4f} | {qu[k]['rr@10']:.4f} | "
+                         f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in qu if isinstance(qu[k], dict)) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000)
@@ -229,9 +236,7 @@ def main() -> None:
                    f"{int8.activation_bits}-bit activations (VNNI: {qu['vnni']}), per-channel weights.\n\n"
                    f"Zero-shot MiniLM, {q['questions']:,} SQuAD held-out questions x {q['passages']} test-article "
                    "paragraphs (DPR answer match):\n\n"
-                   "| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n"
-                   + "\n".join(f"| {k} | {q[k]['top1']:.4f} | {q[k]['top5']:.4f} | {q[k]['top20']:.4f} | {q[k]['rr@10']:.4f} | "
-                                f"{q[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in q if isinstance(q[k], dict)) + "\n")
+                   + quality_table(q))
         print(section)
         replace_section(EVAL / "RESULTS.md", title, section)
         return
@@ -244,8 +249,6 @@ def main() -> None:
     sp, qu = res["speed"], res["quality"]
     rows = "\n".join(f"| {k} | {v.get('batch_size', 64)} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
                      f"{v['min_cosine_vs_ours_fp32']:.4f} | {', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
-    qrows = "\n".join(f"| {k} | {qu[k]['top1']:.4f} | {qu[k]['top5']:.4f} | {qu[k]['top20']:.4f} | {qu[k]['rr@10']:.4f} | "
-                      f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in qu if isinstance(qu[k], dict))
     title = "## int8 inference (issue #13)" + ("" if not sfx else
                                                 ", each path at its best batch" if args.batch_size == "best" else
                                                 f", batch {args.batch_size}")
@@ -257,7 +260,7 @@ def main() -> None:
                "| path | batch | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
                + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
                "test-article paragraphs (DPR answer match):\n\n"
-               "| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n" + qrows + "\n")
+               + quality_table(qu))
     print(section)
     replace_section(EVAL / "RESULTS.md", title, section)
 

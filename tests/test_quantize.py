@@ -92,6 +92,21 @@ def test_default_batch_size_is_the_measured_one_per_path():
     assert default_batch_size(None, gpu) == 128 and default_batch_size(7, cpu) == 7 and default_batch_size(7, gpu, True) == 7
 
 
+def _one_layer_encoder(lin):
+    """What quantized() reads of an encoder: its towers (one shared Linear) and fingerprint."""
+    from torch import nn
+
+    class Enc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query_model = self.passage_model = nn.Sequential(lin)
+
+        def fingerprint(self):
+            return "x"
+
+    return Enc()
+
+
 def _naive_dynamic_int8(x, w, b, levels: int):
     """Reference int8 Linear: per-channel symmetric int8 weights, activations quantised per tensor
     to ``levels`` (256: 8 bits, 128: 7 bits) with an asymmetric range that includes 0, the dot
@@ -120,14 +135,7 @@ def test_int8_linear_matches_a_naive_reference_with_8_or_7_bit_activations():
     # 8-bit activations only where the CPU has VNNI (elsewhere the kernels can saturate: the
     # reason the toolkit uses 7 bits there), 7-bit ones everywhere
     for full, levels in ((True, 256), (False, 128)) if cpu_has_vnni() else ((False, 128),):
-        class Enc(nn.Module):  # what quantized() reads of an encoder: its towers and fingerprint
-            def __init__(self):
-                super().__init__()
-                self.query_model = self.passage_model = nn.Sequential(lin)
-
-            def fingerprint(self):
-                return "x"
-        q = quantized(Enc(), "int8", full_range=full)
+        q = quantized(_one_layer_encoder(lin), "int8", full_range=full)
         assert q.activation_bits == (8 if full else 7) and activation_bits(full) == q.activation_bits
         y = q.passage_model(x)
         ref, other = (_naive_dynamic_int8(x, lin.weight.detach(), lin.bias.detach(), n) for n in (levels, 384 - levels))
@@ -153,12 +161,5 @@ def test_8_bit_activations_do_not_saturate_where_they_are_used():
     x = torch.full((2, 32), 10.0)
     x[0, 0] = 0.0  # the range's low end, so every other input quantises to 255
 
-    class Enc(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.query_model = self.passage_model = nn.Sequential(lin)
-
-        def fingerprint(self):
-            return "x"
-    y = quantized(Enc(), "int8").passage_model(x)
+    y = quantized(_one_layer_encoder(lin), "int8").passage_model(x)
     torch.testing.assert_close(y, lin(x), atol=0.5, rtol=0.01)  # saturated pairs would lose ~half
