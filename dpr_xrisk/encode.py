@@ -275,6 +275,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     }
     if getattr(encoder, "activation_bits", None):  # torch int8: 8-bit activations with VNNI, else 7
         meta["activation_bits"] = encoder.activation_bits
+    if getattr(encoder, "quantize", "none") == "int8":  # FFN outlier channels smoothed before quantising
+        meta["smoothed_channels"] = getattr(encoder, "smoothed_channels", 0)
     write_json(meta_path, meta)
     progress_path.unlink(missing_ok=True)
     return meta_path

@@ -3,7 +3,8 @@ TorchScript exporter on eager attention, opset 17, so that ONNX Runtime's optimi
 attention; other towers with the dynamo exporter, opset 18; dynamic batch and sequence axes) and
 run by ONNX Runtime's CPU execution provider;
 ``int8`` is ONNX Runtime's dynamic quantisation of the exported graph (int8 weights with one
-scale per output channel, activations quantised on the fly). Pooling and normalisation stay in :class:`~dpr_xrisk.encoder.DualEncoder`,
+scale per output channel, activations quantised on the fly), exported from the tower with its
+feed-forward outlier channels smoothed as torch int8 does (:func:`dpr_xrisk.quantize.smooth_outliers`). Pooling and normalisation stay in :class:`~dpr_xrisk.encoder.DualEncoder`,
 so an ONNX tower returns what the torch tower returns: the last hidden states.
 
 Exports are cached under a root folder (next to the model when it is writable, else
@@ -35,8 +36,9 @@ BACKENDS = ("torch", "onnx")
 OPSET = 18
 LEGACY_OPSET = 17  # the TorchScript exporter, for BERT towers (see export_tower)
 # 2: BERT graphs fused by ONNX Runtime's transformer optimiser before quantisation; 3: BERT towers
-# exported by the TorchScript exporter with eager attention, so that the optimiser fuses attention
-FORMAT = 3
+# exported by the TorchScript exporter with eager attention, so that the optimiser fuses attention;
+# 4: int8 exports of BERT towers have their FFN outlier channels smoothed (quantize.smooth_outliers)
+FORMAT = 4
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -111,6 +113,11 @@ def export_tower(model: nn.Module, path: Path, quantize: str = "none") -> None:
     legacy = _legacy_export(model)
     if legacy:
         tower.set_attn_implementation("eager")
+    if quantize == "int8":
+        # the FFN inputs' outlier channels divided down first (fp32-exact), as for torch int8
+        from dpr_xrisk.quantize import smooth_outliers
+
+        tower = smooth_outliers(tower)[0]
     m = _LastHidden(tower, names)
     example = (torch.full((2, 16), 7, dtype=torch.long), torch.ones(2, 16, dtype=torch.long),
                torch.zeros(2, 16, dtype=torch.long))[: len(names)]
@@ -271,7 +278,11 @@ def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None 
         path, fresh = load_or_export(model, root, quantize)
         exported |= fresh
         towers[name] = OrtTower(path, getattr(model, "config", None), threads)
-    out = with_towers(encoder, towers["query_model"], towers["passage_model"], quantize=quantize, backend="onnx")
+    from dpr_xrisk.quantize import SMOOTH_CHANNELS, ffn_sites
+
+    smoothed = SMOOTH_CHANNELS if quantize == "int8" and ffn_sites(encoder.query_model) else 0
+    out = with_towers(encoder, towers["query_model"], towers["passage_model"], quantize=quantize, backend="onnx",
+                      smoothed_channels=smoothed)
     return out, (time.perf_counter() - t0) if exported else 0.0
 
 

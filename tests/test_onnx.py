@@ -59,15 +59,20 @@ def test_bert_towers_are_fused_into_attention_nodes(tiny_encoder, onnx_root):
     unfused MatMul/Softmax attention of the dynamo export."""
     import onnx
 
-    O.onnx_encoder(tiny_encoder, "int8", onnx_root)
-    ops = {}
+    assert O.onnx_encoder(tiny_encoder, "int8", onnx_root)[0].smoothed_channels > 0
+    ops, graphs = {}, {}
     for q in ("fp32", "int8"):
         (folder,) = [d for d in onnx_root.iterdir() if d.name.endswith(f"-{q}") and d.is_dir()]
-        ops[q] = [n.op_type for n in onnx.load(str(folder / "model.onnx")).graph.node]
+        graphs[q] = onnx.load(str(folder / "model.onnx")).graph
+        ops[q] = [n.op_type for n in graphs[q].node]
         assert json.loads((folder / "meta.json").read_text())["opset"] == O.LEGACY_OPSET
     layers = tiny_encoder.passage_model.config.num_hidden_layers
     assert ops["fp32"].count("Attention") == layers and "Softmax" not in ops["fp32"]
     assert ops["int8"].count("QAttention") == layers and "Softmax" not in ops["int8"]
+    # int8 is exported from the smoothed tower: one multiply before each FFN Linear (quantize.smooth_outliers)
+    made_by = {o: n.op_type for n in graphs["int8"].node for o in n.output}
+    scaled = [n for n in graphs["int8"].node if n.op_type == "DynamicQuantizeLinear" and made_by.get(n.input[0]) == "Mul"]
+    assert len(scaled) == 2 * layers
 
 
 def test_export_cache_reuse_and_invalidation(tiny_encoder, tmp_path, monkeypatch, capsys):

@@ -186,6 +186,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             encoder = quantized(encoder, cfg.refresh_quantize)  # an int8 CPU copy of the current towers
             extra["quantize_s"] = round(time.perf_counter() - t0, 3)
             extra["activation_bits"] = encoder.activation_bits
+            extra["smoothed_channels"] = encoder.smoothed_channels
         if cfg.refresh_fraction is not None:
             t0 = time.perf_counter()
             cache = out / "refresh_cache"
