@@ -134,7 +134,8 @@ def replace_section(path: Path, heading: str, section: str) -> None:
         start = text.find(heading)  # a heading given by its start (bench_datasets)
     if start >= 0:
         end = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+        # one blank line before the next section, whatever the section's own ending
+        text = text[:start] + section.rstrip("\n") + ("\n\n" + text[end + 1:] if end >= 0 else "\n")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     replace_text(path, text)

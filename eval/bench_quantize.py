@@ -168,7 +168,7 @@ def quality(fp32, int8, onnx8=None) -> dict:
     test_articles = set(json.loads((squad / "convert-meta.json").read_text())["test_articles"])
     ps = [p for p in read_passages(squad / "passages.tsv") if int(p.id.split("-")[1]) in test_articles]
     qs = read_questions(squad / "test.qa.tsv")
-    out, tops = {"passages": len(ps), "questions": len(qs)}, {}
+    out, tops, hit1 = {"passages": len(ps), "questions": len(qs)}, {}, {}
     runs = [("fp32", fp32, False), ("bf16", fp32, True), ("int8", int8, False)]
     if onnx8 is not None:
         runs.append(("onnx int8", onnx8, False))
@@ -177,12 +177,15 @@ def quality(fp32, int8, onnx8=None) -> dict:
         q = enc.encode_queries([x.text for x in qs], bf16=bf16)
         top = np.argsort(-(q @ p.T), axis=1)[:, :20]
         tops[name] = top
+        hit1[name] = np.array([has_answer(ps[row[0]].text, qq.answers) for row, qq in zip(top, qs)])
         first = np.array([next((r for r, i in enumerate(row) if has_answer(ps[i].text, qq.answers)), 99)
                           for row, qq in zip(top, qs)])
         out[name] = {"top1": round(float((first < 1).mean()), 4), "top5": round(float((first < 5).mean()), 4),
                      "top20": round(float((first < 20).mean()), 4),
                      "rr@10": round(float(np.where(first < 10, 1.0 / (first + 1), 0.0).mean()), 4)}
     for name in [r[0] for r in runs[1:]]:
+        # questions this encoding gets right at rank 1 and fp32 does not, and the reverse
+        out[name]["top1_won_lost_vs_fp32"] = [int((hit1[name] & ~hit1["fp32"]).sum()), int((~hit1[name] & hit1["fp32"]).sum())]
         out[name]["top20_overlap_with_fp32"] = round(float(np.mean([len(set(a) & set(b)) / 20 for a, b in
                                                                     zip(tops["fp32"], tops[name])])), 4)
     return out
@@ -190,9 +193,34 @@ def quality(fp32, int8, onnx8=None) -> dict:
 
 def quality_table(qu: dict) -> str:
     """The markdown table of :func:`quality`'s result."""
-    return ("| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 |\n|---|---:|---:|---:|---:|---:|\n"
+    return ("| encoding | top-1 | top-5 | top-20 | RR@10 | top-20 overlap with fp32 | top-1 won / lost vs fp32 |\n"
+            "|---|---:|---:|---:|---:|---:|---:|\n"
             + "\n".join(f"| {k} | {qu[k]['top1']:.4f} | {qu[k]['top5']:.4f} | {qu[k]['top20']:.4f} | {qu[k]['rr@10']:.4f} | "
-                         f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} |" for k in qu if isinstance(qu[k], dict)) + "\n")
+                         f"{qu[k].get('top20_overlap_with_fp32', 1.0):.4f} | "
+                         f"{' / '.join(map(str, qu[k].get('top1_won_lost_vs_fp32', ['—'])))} |"
+                         for k in qu if isinstance(qu[k], dict)) + "\n")
+
+
+def full_section(res: dict, batch_size: str) -> tuple[str, str]:
+    """(heading, Markdown section) of a full run's result (``res``, as saved in its JSON)."""
+    sp, qu = res["speed"], res["quality"]
+    rows = "\n".join(f"| {k} | {v.get('batch_size', 64)} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
+                     f"{v['min_cosine_vs_ours_fp32']:.4f} | {', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
+    sfx = "" if batch_size == "64" else f"-batch-{batch_size}"
+    title = "## int8 inference (issue #13)" + ("" if not sfx else
+                                                ", each path at its best batch" if batch_size == "best" else
+                                                f", batch {batch_size}")
+    cpu = f"CPU {res['machine'].get('cpu_model', '?')} ({', '.join(res['machine'].get('cpu_flags', []))}); "
+    section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; {cpu}"
+               f"{res['threads']} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {res['onnx_export_seconds'] or '—'}; "
+               f"torch int8: per-channel weights, {res['int8_activation_bits']}-bit activations; torch and ONNX int8: "
+               f"{res.get('int8_smoothed_channels', 0)} outlier channels smoothed per FFN Linear.\n\n"
+               f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
+               "| path | batch | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
+               + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
+               "test-article paragraphs (DPR answer match):\n\n"
+               + quality_table(qu))
+    return title, section
 
 
 def main() -> None:
@@ -227,13 +255,15 @@ def main() -> None:
         from dpr_xrisk.quantize import cpu_has_vnni
 
         qu = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
-              "int8_activation_bits": int8.activation_bits, "vnni": cpu_has_vnni(), "quality": quality(fp32, int8, onnx8)}
+              "int8_activation_bits": int8.activation_bits, "int8_smoothed_channels": int8.smoothed_channels,
+              "vnni": cpu_has_vnni(), "quality": quality(fp32, int8, onnx8)}
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "bench_quantize-quality.json").write_text(json.dumps(qu, indent=2) + "\n")
         q = qu["quality"]
         title = "## int8 inference (issue #13), quality only"
         section = (f"{title}\n\nCommand: `{qu['command'].strip()}`  \nDate: {qu['machine']['date']}; torch int8 with "
-                   f"{int8.activation_bits}-bit activations (VNNI: {qu['vnni']}), per-channel weights.\n\n"
+                   f"{int8.activation_bits}-bit activations (VNNI: {qu['vnni']}), per-channel weights, "
+                   f"{int8.smoothed_channels} outlier channels smoothed per FFN Linear (torch and ONNX int8).\n\n"
                    f"Zero-shot MiniLM, {q['questions']:,} SQuAD held-out questions x {q['passages']} test-article "
                    "paragraphs (DPR answer match):\n\n"
                    + quality_table(q))
@@ -241,26 +271,13 @@ def main() -> None:
         replace_section(EVAL / "RESULTS.md", title, section)
         return
     res = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
-           "threads": args.threads, "int8_activation_bits": int8.activation_bits, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
+           "threads": args.threads, "int8_activation_bits": int8.activation_bits,
+           "int8_smoothed_channels": int8.smoothed_channels, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
            "quality": quality(fp32, int8, onnx8)}
     RESULTS.mkdir(exist_ok=True)
     sfx = "" if args.batch_size == "64" else f"-batch-{args.batch_size}"
     (RESULTS / f"bench_quantize{sfx}.json").write_text(json.dumps(res, indent=2) + "\n")
-    sp, qu = res["speed"], res["quality"]
-    rows = "\n".join(f"| {k} | {v.get('batch_size', 64)} | {v['psg_per_s']} | {v['vs_st_fp32']} | {v['gflops']} | {v['share_of_fp32_gemm']:.0%} | "
-                     f"{v['min_cosine_vs_ours_fp32']:.4f} | {', '.join(map(str, v['seconds']))} |" for k, v in sp["paths"].items())
-    title = "## int8 inference (issue #13)" + ("" if not sfx else
-                                                ", each path at its best batch" if args.batch_size == "best" else
-                                                f", batch {args.batch_size}")
-    cpu = f"CPU {res['machine'].get('cpu_model', '?')} ({', '.join(res['machine'].get('cpu_flags', []))}); "
-    section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; {cpu}"
-               f"{args.threads} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {export or '—'}; "
-               f"torch int8: per-channel weights, {int8.activation_bits}-bit activations.\n\n"
-               f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
-               "| path | batch | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
-               + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
-               "test-article paragraphs (DPR answer match):\n\n"
-               + quality_table(qu))
+    title, section = full_section(res, args.batch_size)
     print(section)
     replace_section(EVAL / "RESULTS.md", title, section)
 
