@@ -116,9 +116,9 @@ def _input_absmax(model: nn.Module, linears: list[nn.Module], n: int = 32, lengt
 
 def smooth_outliers(model: nn.Module, k: int = SMOOTH_CHANNELS) -> tuple[nn.Module, int]:
     """A float32 CPU copy of ``model`` whose feed-forward Linears (:func:`ffn_sites`) divide their
-    ``k`` largest input channels (at most an eighth of them) (calibrated by :func:`_input_absmax`) down to the level of the
-    next one, the weights' input columns multiplied up to match (:class:`InputScaled`): the same
-    function in fp32, a finer 8-bit grid once quantised. Returns (copy, Linears rewritten); towers
+    ``k`` largest input channels (at most an eighth of them; calibrated by :func:`_input_absmax`)
+    down to the level of the next one, the weights' input columns multiplied up to match
+    (:class:`InputScaled`): the same function in fp32, a finer 8-bit grid once quantised. Returns (copy, Linears rewritten); towers
     that are not BERT-style come back unchanged with 0."""
     out = copy.deepcopy(model).cpu().float().eval()
     sites = ffn_sites(out) if k > 0 and hasattr(getattr(out, "config", None), "vocab_size") else []
@@ -139,8 +139,8 @@ def quantized(encoder, mode: str | None = "none", full_range: bool | None = None
     (the original is untouched; CPU only). ``full_range``: 8-bit activations (default: where the
     CPU has VNNI, see the module's notes); the copy's ``activation_bits`` says which ran.
     ``smooth``: outlier channels divided down per FFN Linear before quantising
-    (:func:`smooth_outliers`; 0: none); the copy's ``smoothed_channels`` says how many (0 where
-    the towers have no BERT-style FFN)."""
+    (:func:`smooth_outliers`; 0: none); the copy's ``smoothed_channels`` is that ``k`` (0 where the
+    towers have no BERT-style FFN; narrow towers get at most an eighth of their channels)."""
     mode = mode or "none"
     if mode not in QUANTIZE:
         raise unknown_name("quantize mode", mode, QUANTIZE)
