@@ -39,7 +39,7 @@ def test_overlap_at_k():
 def test_int8_pipeline_encode_search_mine(tiny_model_dir, tmp_path):
     cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "emb", "--quantize", "int8")
     meta = json.loads((tmp_path / "emb" / "meta-00000-of-00001.json").read_text())
-    assert meta["quantize"] == "int8" and meta["activation_bits"] in (7, 8)
+    assert meta["quantize"] == "int8" and meta["activation_bits"] in (7, 8) and meta["smoothed_channels"] == 32
     cli("index", "--embeddings", tmp_path / "emb", "--out", tmp_path / "idx")
     assert json.loads((tmp_path / "idx" / "meta.json").read_text())["quantize"] == "int8"
     assert "encoded with --backend torch --quantize int8, the queries would be --backend torch --quantize none" in cli(
@@ -67,7 +67,8 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
                       max_steps=4, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="int8")
     train(cfg, tmp_path / "m", progress=False)
     recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
-    assert len(recs) == 2 and all("quantize_s" in r and r["activation_bits"] in (7, 8) for r in recs)
+    assert len(recs) == 2 and all("quantize_s" in r and r["activation_bits"] in (7, 8) and r["smoothed_channels"] == 32
+                                  for r in recs)
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1 and "int8_pool_overlap_vs_fp32" not in recs[1]
 
 
