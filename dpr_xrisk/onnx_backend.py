@@ -278,9 +278,10 @@ def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None 
         path, fresh = load_or_export(model, root, quantize)
         exported |= fresh
         towers[name] = OrtTower(path, getattr(model, "config", None), threads)
-    from dpr_xrisk.quantize import SMOOTH_CHANNELS, ffn_sites
+    from dpr_xrisk.quantize import SMOOTH_CHANNELS, smoothable
 
-    smoothed = SMOOTH_CHANNELS if quantize == "int8" and ffn_sites(encoder.query_model) else 0
+    # what export_tower's smooth_outliers did to the int8 export
+    smoothed = SMOOTH_CHANNELS if quantize == "int8" and smoothable(encoder.query_model) else 0
     out = with_towers(encoder, towers["query_model"], towers["passage_model"], quantize=quantize, backend="onnx",
                       smoothed_channels=smoothed)
     return out, (time.perf_counter() - t0) if exported else 0.0

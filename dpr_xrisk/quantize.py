@@ -88,6 +88,12 @@ def ffn_sites(model: nn.Module) -> list[tuple[nn.Module, str]]:
     return sites
 
 
+def smoothable(model: nn.Module) -> bool:
+    """Whether :func:`smooth_outliers` rewrites ``model``: BERT-style FFN blocks and a config with
+    the vocabulary size its calibration batch is drawn from."""
+    return hasattr(getattr(model, "config", None), "vocab_size") and bool(ffn_sites(model))
+
+
 def _input_absmax(model: nn.Module, linears: list[nn.Module], n: int = 32, length: int = 128,
                   seed: int = 0) -> list[torch.Tensor]:
     """Per input channel, the absolute maximum that reaches each of ``linears`` on a data-free
@@ -118,12 +124,13 @@ def smooth_outliers(model: nn.Module, k: int = SMOOTH_CHANNELS) -> tuple[nn.Modu
     """A float32 CPU copy of ``model`` whose feed-forward Linears (:func:`ffn_sites`) divide their
     ``k`` largest input channels (at most an eighth of them; calibrated by :func:`_input_absmax`)
     down to the level of the next one, the weights' input columns multiplied up to match
-    (:class:`InputScaled`): the same function in fp32, a finer 8-bit grid once quantised. Returns (copy, Linears rewritten); towers
-    that are not BERT-style come back unchanged with 0."""
+    (:class:`InputScaled`): the same function in fp32, a finer 8-bit grid once quantised.
+    Returns (copy, Linears rewritten); towers that are not :func:`smoothable` come back unchanged
+    with 0."""
     out = copy.deepcopy(model).cpu().float().eval()
-    sites = ffn_sites(out) if k > 0 and hasattr(getattr(out, "config", None), "vocab_size") else []
-    if not sites:
+    if k <= 0 or not smoothable(out):
         return out, 0
+    sites = ffn_sites(out)
     for (parent, name), a in zip(sites, _input_absmax(out, [getattr(p, n) for p, n in sites])):
         kk = min(k, a.numel() // 8)  # outliers are a few channels: at most an eighth of them
         top = a.topk(kk + 1)
@@ -151,11 +158,8 @@ def quantized(encoder, mode: str | None = "none", full_range: bool | None = None
     bits = activation_bits(full_range)
     full = _full_range_linear_class() if bits == 8 else None
 
-    smoothed = []
-
     def q(model):
-        model, sites = smooth_outliers(model, smooth)
-        smoothed.append(sites)
+        model = smooth_outliers(model, smooth)[0]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's deprecation notice of quantised tensor creation
             out = quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
@@ -168,7 +172,7 @@ def quantized(encoder, mode: str | None = "none", full_range: bool | None = None
     qm = q(encoder.query_model)
     pm = qm if encoder.passage_model is encoder.query_model else q(encoder.passage_model)
     return with_towers(encoder, qm, pm, quantize=mode, activation_bits=bits,
-                       smoothed_channels=smooth if any(smoothed) else 0)
+                       smoothed_channels=smooth if smooth > 0 and smoothable(encoder.query_model) else 0)
 
 
 def with_towers(encoder, query_model, passage_model, **attrs):
