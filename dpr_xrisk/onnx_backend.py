@@ -117,7 +117,7 @@ def export_tower(model: nn.Module, path: Path, quantize: str = "none") -> None:
         # the FFN inputs' outlier channels divided down first (fp32-exact), as for torch int8
         from dpr_xrisk.quantize import smooth_outliers
 
-        tower = smooth_outliers(tower)[0]
+        tower = smooth_outliers(tower, copy_model=False)[0]  # tower is already a float32 copy
     m = _LastHidden(tower, names)
     example = (torch.full((2, 16), 7, dtype=torch.long), torch.ones(2, 16, dtype=torch.long),
                torch.zeros(2, 16, dtype=torch.long))[: len(names)]

@@ -63,11 +63,12 @@ def activation_bits(full_range: bool | None = None) -> int:
 class InputScaled(nn.Module):
     """``linear`` applied to ``x / scale`` with ``scale`` folded into the weight's input columns:
     in fp32 the same function as ``linear``; quantised, the scaled-down channels no longer set the
-    activations' range. ``inv_scale`` is kept as a buffer (one multiply per call)."""
+    activations' range. ``inv_scale`` is kept as a buffer (one multiply per call). Takes ``linear``
+    over: its weight is scaled in place (:func:`smooth_outliers` passes Linears of its own copy)."""
 
     def __init__(self, linear: nn.Linear, scale: torch.Tensor):
         super().__init__()
-        self.linear = copy.deepcopy(linear)
+        self.linear = linear
         with torch.no_grad():
             self.linear.weight.mul_(scale.to(self.linear.weight))
         self.register_buffer("inv_scale", (1.0 / scale).to(self.linear.weight))
@@ -120,14 +121,15 @@ def _input_absmax(model: nn.Module, linears: list[nn.Module], n: int = 32, lengt
     return seen
 
 
-def smooth_outliers(model: nn.Module, k: int = SMOOTH_CHANNELS) -> tuple[nn.Module, int]:
-    """A float32 CPU copy of ``model`` whose feed-forward Linears (:func:`ffn_sites`) divide their
+def smooth_outliers(model: nn.Module, k: int = SMOOTH_CHANNELS, copy_model: bool = True) -> tuple[nn.Module, int]:
+    """A float32 CPU copy of ``model`` (``copy_model=False``: ``model`` itself, rewritten in place;
+    for callers that already hold a float32 CPU copy) whose feed-forward Linears (:func:`ffn_sites`) divide their
     ``k`` largest input channels (at most an eighth of them; calibrated by :func:`_input_absmax`)
     down to the level of the next one, the weights' input columns multiplied up to match
     (:class:`InputScaled`): the same function in fp32, a finer 8-bit grid once quantised.
     Returns (copy, Linears rewritten); towers that are not :func:`smoothable` come back unchanged
     with 0."""
-    out = copy.deepcopy(model).cpu().float().eval()
+    out = (copy.deepcopy(model) if copy_model else model).cpu().float().eval()
     if k <= 0 or not smoothable(out):
         return out, 0
     sites = ffn_sites(out)

@@ -214,7 +214,12 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
             br.cli(["train", *recipe, "--config", d / "config.toml", *resume, "--out", d], log)
             (d / "train_wall.json").write_text(json.dumps({"train_wall_s": round(time.perf_counter() - t0, 1),
                                                            "resumed": bool(resume), "machine": args.machine}))
-        rec.update(json.loads((d / "train_wall.json").read_text()))
+        wall = d / "train_wall.json"
+        if not wall.exists():  # killed between the end of `train` and this line: the process time is lost
+            wall.write_text(json.dumps({"train_wall_s": None, "resumed": True, "machine": args.machine,
+                                        "note": "train finished but the bench was killed before timing it; "
+                                                "train_loop_s (from train_log) is the run's time"}))
+        rec.update(json.loads(wall.read_text()))
         end = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines() if '"event": "end"' in x][-1]
         rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"],
                    undisturbed_loop_s=round(undisturbed_loop_s(d), 1))

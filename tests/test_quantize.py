@@ -205,6 +205,11 @@ def test_smoothing_is_exact_in_fp32_and_divides_the_outlier_channels_down():
         assert fin.inv_scale[5] < 0.3 and fout.inv_scale[7] < 0.3  # the injected outliers, divided down
         assert (fin.inv_scale < 1).sum() == 4 and (fout.inv_scale < 1).sum() == 4  # k of them, no more
     assert all(p.equal(q) for p, q in zip(m.state_dict().values(), _outlier_bert().state_dict().values()))
+    # copy_model=False (export_tower's own float copy): rewritten in place, the same function
+    same, _ = smooth_outliers(m, k=4, copy_model=False)
+    assert same is m and isinstance(m.encoder.layer[0].intermediate.dense, InputScaled)
+    with torch.inference_mode():
+        torch.testing.assert_close(m(input_ids=ids, attention_mask=mask).last_hidden_state, a, atol=1e-4, rtol=1e-4)
     # towers without BERT-style FFN blocks come back unchanged
     from torch import nn
 
