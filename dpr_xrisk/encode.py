@@ -11,7 +11,8 @@ into a memory-mapped ``.npy.partial`` file chunk by chunk and a ``progress`` fil
 finished chunks, so a killed run resumes at the first unfinished chunk. Only one chunk of text
 and tokens sits in memory at a time, large buffers bypass the heap in the ``encode`` command (``bound_heap``),
 freed heap pages go back to the OS after each chunk, and the duplicate-id check keeps 8 bytes per
-passage (:class:`IdCheck`): the peak RSS does not grow with the corpus.
+passage (:class:`IdCheck`): the peak RSS does not grow with the corpus (shards of up to a million
+passages trade a slow drift for 1.3x the speed: :func:`mmap_threshold`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from dpr_xrisk.io.common import atomic_write, write_json
 from dpr_xrisk.io.passages import count_passages, read_passages
 
 CHUNK = 8192  # passages per resumable unit: ~2.5 min of MiniLM on 2 CPU cores
+# glibc mmap threshold of the `encode` command (eval/RESULTS.md, "What the heap bound costs"):
+# at 1 MiB every batch's activations are mapped and page-faulted afresh (MiniLM: 1.31x / 1.37x
+# slower in fp32 / bf16 than at 32 MiB) but the peak RSS is flat; at 32 MiB it drifts up slowly
+# (tiny model: ~700 MiB over the first chunks, 840 MiB peak over 300k passages, against ~610
+# flat). Shards up to FAST_HEAP_PASSAGES take the fast setting; longer ones the flat one.
+MMAP_FAST, MMAP_BOUNDED = 32 << 20, 1 << 20
+FAST_HEAP_PASSAGES = 1_000_000
 DTYPES = ("float32", "float16")
 
 
@@ -73,14 +81,28 @@ def _libc():
         return None
 
 
-def fix_mmap_threshold(nbytes: int = 1 << 20) -> None:
+def mmap_threshold(count: int) -> int:
+    """The ``encode`` command's glibc mmap threshold for a shard of ``count`` passages (see
+    MMAP_FAST); ``DPR_XRISK_MMAP_THRESHOLD`` (bytes; 0: glibc's own, dynamic one) overrides it."""
+    env = os.environ.get("DPR_XRISK_MMAP_THRESHOLD")
+    if env is not None:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise InputError(f"DPR_XRISK_MMAP_THRESHOLD must be a number of bytes, got {env!r}") from None
+    return MMAP_FAST if count <= FAST_HEAP_PASSAGES else MMAP_BOUNDED
+
+
+def fix_mmap_threshold(nbytes: int = MMAP_BOUNDED) -> None:
     """Serve every allocation of ``nbytes`` or more with its own mmap (glibc ``mallopt``).
 
     glibc raises its mmap threshold each time a large block is freed (up to 32 MB), after which
     the attention and activation buffers of every batch (shapes vary with dynamic padding) land
     on the heap, fragment it, and the peak RSS of ``encode`` crept up ~20 MB per chunk
-    (eval/bench_encode_rss.py). A fixed threshold keeps big buffers off the heap, so the peak
-    stays flat. A no-op where glibc is absent."""
+    (eval/bench_encode_rss.py). A fixed threshold of 1 MiB keeps big buffers off the heap, so the
+    peak stays flat, at the price of a page fault per fresh page of every batch's activations; a
+    fixed 32 MiB (:data:`MMAP_FAST`) keeps them on the heap with a slow drift. A no-op where glibc
+    is absent."""
     libc = _libc()
     if libc is not None and hasattr(libc, "mallopt"):
         libc.mallopt(-3, nbytes)  # M_MMAP_THRESHOLD; setting it also turns the dynamic adjustment off
@@ -159,8 +181,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     """Encode one shard of ``corpus`` into ``out_dir``; returns the shard's meta path.
 
     ``bound_heap`` (the ``encode`` command, a process of its own): serve big buffers with their own
-    mmap for the rest of the process (:func:`fix_mmap_threshold`), so a long encode's peak RSS
-    stays flat. Never inside training: the setting cannot be undone, and every training step's
+    mmap for the rest of the process (:func:`fix_mmap_threshold` at :func:`mmap_threshold`), so a
+    long encode's peak RSS stays bounded. Never inside training: the setting cannot be undone, and every training step's
     activations would then be mapped and unmapped afresh (13.5M vs 1.1M page faults, steps 2.7 s
     instead of 1.7 s on MiniLM at batch 16, one thread).
 
@@ -229,8 +251,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
                desc=desc or f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
     t0 = time.perf_counter()
     encoder.eval()
-    if bound_heap:
-        fix_mmap_threshold()
+    if bound_heap and (threshold := mmap_threshold(count)) > 0:
+        fix_mmap_threshold(threshold)
     try:
         for chunk_idx in itertools.count():
             chunk = list(itertools.islice(passages, chunk_size))

@@ -14,7 +14,7 @@ interleaved (10k, 100k, 10k, ...) into fresh output folders under eval/work/. Th
 samples the child's VmRSS every 2 s together with the chunks finished so far (encode's progress
 file), so the table "RSS by chunk" shows whether memory plateaus or keeps growing.
 
-    python eval/bench_encode_rss.py [--reps 1] [--sizes 10000 100000]
+    python eval/bench_encode_rss.py [--reps 1] [--sizes 10000 100000] [--mmap-threshold BYTES]
 """
 
 from __future__ import annotations
@@ -122,7 +122,12 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--mmap-threshold", type=int, default=None,
+                    help="bytes: encode's fixed glibc mmap threshold (DPR_XRISK_MMAP_THRESHOLD; 0: glibc's dynamic one); "
+                         "default: encode's own")
     args = ap.parse_args()
+    if args.mmap_threshold is not None:
+        os.environ["DPR_XRISK_MMAP_THRESHOLD"] = str(args.mmap_threshold)
 
     model = tiny_model(TINY)
     corpora = {n: corpus_of(n) for n in args.sizes}

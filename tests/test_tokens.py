@@ -155,4 +155,19 @@ def test_only_the_encode_command_fixes_the_mmap_threshold(enc, tiny_model_dir, t
     assert len(calls) == 1
     calls.clear()
     cli("encode", "--model", tiny_model_dir, "--corpus", CORPUS, "--out", tmp_path / "cli", "--fp32")
-    assert len(calls) == 1
+    assert calls == [(E.MMAP_FAST,)]  # a small shard: the fast heap (eval/RESULTS.md, bench_heap)
+
+
+def test_the_encode_heap_is_flat_for_long_shards_and_the_environment_overrides_it(monkeypatch):
+    import dpr_xrisk.encode as E
+
+    monkeypatch.delenv("DPR_XRISK_MMAP_THRESHOLD", raising=False)
+    assert E.mmap_threshold(E.FAST_HEAP_PASSAGES) == E.MMAP_FAST == 32 << 20
+    assert E.mmap_threshold(E.FAST_HEAP_PASSAGES + 1) == E.MMAP_BOUNDED == 1 << 20
+    monkeypatch.setenv("DPR_XRISK_MMAP_THRESHOLD", "0")  # glibc's own dynamic threshold: nothing set
+    assert E.mmap_threshold(10) == 0
+    monkeypatch.setenv("DPR_XRISK_MMAP_THRESHOLD", "4194304")
+    assert E.mmap_threshold(10 ** 8) == 4 << 20
+    monkeypatch.setenv("DPR_XRISK_MMAP_THRESHOLD", "lots")
+    with pytest.raises(InputError, match="DPR_XRISK_MMAP_THRESHOLD"):
+        E.mmap_threshold(10)
