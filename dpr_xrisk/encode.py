@@ -86,10 +86,9 @@ def mmap_threshold(count: int) -> int:
     MMAP_FAST); ``DPR_XRISK_MMAP_THRESHOLD`` (bytes; 0: glibc's own, dynamic one) overrides it."""
     env = os.environ.get("DPR_XRISK_MMAP_THRESHOLD")
     if env is not None:
-        try:
-            return max(0, int(env))
-        except ValueError:
-            raise InputError(f"DPR_XRISK_MMAP_THRESHOLD must be a number of bytes, got {env!r}") from None
+        if not env.strip().isdigit():
+            raise InputError(f"DPR_XRISK_MMAP_THRESHOLD must be a number of bytes (0: glibc's own), got {env!r}")
+        return int(env)
     return MMAP_FAST if count <= FAST_HEAP_PASSAGES else MMAP_BOUNDED
 
 
@@ -182,9 +181,9 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
 
     ``bound_heap`` (the ``encode`` command, a process of its own): serve big buffers with their own
     mmap for the rest of the process (:func:`fix_mmap_threshold` at :func:`mmap_threshold`), so a
-    long encode's peak RSS stays bounded. Never inside training: the setting cannot be undone, and every training step's
-    activations would then be mapped and unmapped afresh (13.5M vs 1.1M page faults, steps 2.7 s
-    instead of 1.7 s on MiniLM at batch 16, one thread).
+    long encode's peak RSS stays bounded. Never inside training: the setting cannot be undone,
+    and every training step's activations would then be mapped and unmapped afresh (13.5M vs
+    1.1M page faults, steps 2.7 s instead of 1.7 s on MiniLM at batch 16, one thread).
 
     ``tokens``: the corpus already tokenised (:class:`dpr_xrisk.tokens.CorpusTokens`, made for
     this encoder and corpus); the passages' texts are then read only for their ids.
@@ -227,6 +226,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         raise InputError("corpus has no passages", corpus)
     start, end = shard_range(total, shard_id, num_shards)
     count, dim = end - start, encoder.dim
+    threshold = mmap_threshold(count) if bound_heap else 0  # a bad DPR_XRISK_MMAP_THRESHOLD fails before any work
     if tokens is not None and tokens.count != total:
         raise ValueError(f"token cache has {tokens.count} passages, the corpus {total}")
 
@@ -251,7 +251,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
                desc=desc or f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
     t0 = time.perf_counter()
     encoder.eval()
-    if bound_heap and (threshold := mmap_threshold(count)) > 0:
+    if threshold > 0:
         fix_mmap_threshold(threshold)
     try:
         for chunk_idx in itertools.count():

@@ -33,13 +33,13 @@ from _common import WIKI, WORK, machine, median, save  # noqa: E402
 
 CHILD = """
 import json, resource, sys, torch
-from dpr_xrisk.encode import encode_corpus, fix_mmap_threshold
+from dpr_xrisk.encode import MMAP_BOUNDED, MMAP_FAST, encode_corpus, fix_mmap_threshold
 from dpr_xrisk.encoder import DualEncoder
 corpus, out, mode, bf16, batch = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
 torch.set_num_threads(2)
 enc = DualEncoder.load("minilm")
 if mode != "dynamic":  # what encode_corpus(bound_heap=True) does, at this threshold
-    fix_mmap_threshold({"fixed": 1 << 20, "32mib": 32 << 20}[mode])
+    fix_mmap_threshold({"fixed": MMAP_BOUNDED, "32mib": MMAP_FAST}[mode])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 meta = encode_corpus(enc, corpus, out, batch_size=batch, bf16=bf16, progress=False)
 ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -88,7 +88,7 @@ def main() -> None:
                 print(f"rep {rep} {path:4s} {mode:7s}: {r['psg_per_s']:6.1f} psg/s  minflt {r['minflt']:>10,d}  "
                       f"peak RSS {r['maxrss_mib']:7.1f} MiB", flush=True)
     summary = {}
-    print(f"\n| path | mode | psg/s (median) | vs fixed | minor faults | peak RSS MiB |")
+    print("\n| path | mode | psg/s (median) | vs fixed | minor faults | peak RSS MiB |")
     print("|---|---|---:|---:|---:|---:|")
     for path in args.paths:
         base = median([r["psg_per_s"] for r in raw[path][args.modes[0]]])

@@ -168,6 +168,14 @@ def test_the_encode_heap_is_flat_for_long_shards_and_the_environment_overrides_i
     assert E.mmap_threshold(10) == 0
     monkeypatch.setenv("DPR_XRISK_MMAP_THRESHOLD", "4194304")
     assert E.mmap_threshold(10 ** 8) == 4 << 20
-    monkeypatch.setenv("DPR_XRISK_MMAP_THRESHOLD", "lots")
-    with pytest.raises(InputError, match="DPR_XRISK_MMAP_THRESHOLD"):
-        E.mmap_threshold(10)
+    for bad in ("lots", "-1"):
+        monkeypatch.setenv("DPR_XRISK_MMAP_THRESHOLD", bad)
+        with pytest.raises(InputError, match="DPR_XRISK_MMAP_THRESHOLD"):
+            E.mmap_threshold(10)
+
+
+def test_encode_refuses_a_bad_mmap_threshold_before_it_writes(tiny_model_dir, tmp_path):
+    out = cli("encode", "--model", tiny_model_dir, "--corpus", CORPUS, "--out", tmp_path / "emb", "--fp32",
+              code=2, env={"DPR_XRISK_MMAP_THRESHOLD": "32MiB"})
+    assert "DPR_XRISK_MMAP_THRESHOLD must be a number of bytes" in out
+    assert not list((tmp_path / "emb").glob("*.partial"))
