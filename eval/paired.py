@@ -63,8 +63,13 @@ def metrics(rank: np.ndarray) -> dict[str, np.ndarray]:
     return m
 
 
-def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Path) -> dict:
+def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Path,
+            seeds: list[int] | None = None) -> dict:
+    """``other`` − ``base`` per question; ``seeds`` limits the seeds used (default: every finished one)."""
     rb, ro = runs_of(base, runs), runs_of(other, runs)
+    if seeds is not None:
+        rb = {s: r for s, r in rb.items() if s == -1 or s in seeds}
+        ro = {s: r for s, r in ro.items() if s == -1 or s in seeds}
     if -1 in rb and -1 in ro:
         seeds = [-1]
     elif -1 in rb:

@@ -1,0 +1,112 @@
+"""eval/bench_nq.py's input checks (the benchmark itself trains MiniLM: not a test) and the seed
+filter of eval/paired.py that it relies on."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
+
+import bench_nq  # noqa: E402
+import paired  # noqa: E402
+
+
+def _ctx(pid, text="some text"):
+    return {"title": "T", "text": text, "passage_id": pid}
+
+
+def _files(tmp_path: Path, corpus_ids=("p1", "p2", "p3", "d1", "d2", "d3", "d4"), positives=("p1", "p2", "p3"),
+           test_answers=('["x"]', '["y"]')) -> list[str]:
+    train = [{"question": f"question {i}", "answers": ["a"], "positive_ctxs": [_ctx(p)], "negative_ctxs": [],
+              "hard_negative_ctxs": []} for i, p in enumerate(positives)]
+    train.append({"question": "no positive here", "answers": ["a"], "positive_ctxs": []})
+    (tmp_path / "train.json").write_text(json.dumps(train))
+    (tmp_path / "test.qa.tsv").write_text("".join(f"test question {i}\t{a}\n" for i, a in enumerate(test_answers))
+                                          + "Question 0\t[\"z\"]\n")
+    (tmp_path / "psgs.tsv").write_text("id\ttext\ttitle\n" + "".join(f"{c}\ttext of {c}\tTitle {c}\n" for c in corpus_ids))
+    return ["--train", str(tmp_path / "train.json"), "--test", str(tmp_path / "test.qa.tsv"),
+            "--corpus", str(tmp_path / "psgs.tsv"), "--work", str(tmp_path / "work")]
+
+
+def _prepare(argv: list[str], **extra):
+    import argparse
+
+    ns = dict(train_questions=10 ** 9, refresh_sample=2)
+    ns.update(extra)
+    args = argparse.Namespace(train=Path(argv[1]), test=Path(argv[3]), corpus=Path(argv[5]), work=Path(argv[7]), **ns)
+    return bench_nq.prepare(args)
+
+
+def test_prepare_counts_and_training_corpus(tmp_path):
+    data = _prepare(_files(tmp_path))
+    st = data["stats"]
+    assert (st["train_records"], st["dropped_no_positive"], st["train_questions"]) == (4, 1, 3)
+    assert (st["corpus_passages"], st["train_positives"], st["train_positives_in_corpus"]) == (7, 3, 3)
+    assert st["test_questions"] == 3 and st["test_questions_also_in_train"] == 1  # "Question 0", case-insensitive
+    ids = [line.split("\t")[0] for line in Path(data["train_corpus"]).read_text().splitlines()[1:]]
+    assert {"p1", "p2", "p3"} <= set(ids) and len(set(ids)) == len(ids)
+    assert 3 <= len(ids) <= 5 and st["train_corpus_passages"] == len(ids)  # positives + a sample of 2
+    train = json.loads(Path(data["train"]).read_text())
+    assert [r["positive_ctxs"][0]["passage_id"] for r in train] == ["p1", "p2", "p3"]
+    assert set(train[0]) == {"question", "answers", "positive_ctxs"}  # the file's negatives are not carried
+
+
+def test_subset_of_training_questions(tmp_path):
+    data = _prepare(_files(tmp_path), train_questions=2)
+    assert data["stats"]["train_questions"] == 2 and len(json.loads(Path(data["train"]).read_text())) == 2
+
+
+def _main_error(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        bench_nq.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    return err[0]
+
+
+def test_corpus_without_the_training_positives_is_refused(tmp_path, capsys):
+    err = _main_error(_files(tmp_path, corpus_ids=("wiki:1", "wiki:2")), capsys)
+    assert "none of the 3 training positives' passage_ids is in the corpus" in err
+    assert "'p1'" in err and "'wiki:1'" in err
+
+
+def test_positive_without_passage_id_is_refused(tmp_path, capsys):
+    argv = _files(tmp_path)
+    train = json.loads(Path(argv[1]).read_text())
+    del train[1]["positive_ctxs"][0]["passage_id"]
+    Path(argv[1]).write_text(json.dumps(train))
+    assert "1 positive passage(s) have no passage_id" in _main_error(argv, capsys)
+
+
+def test_test_question_without_answers_is_refused(tmp_path, capsys):
+    assert "1 of 3 test questions have no answers" in _main_error(_files(tmp_path, test_answers=('["x"]', "[]")), capsys)
+
+
+def test_malformed_training_file_is_one_line(tmp_path, capsys):
+    argv = _files(tmp_path)
+    Path(argv[1]).write_text('{"question": "not a list"}')
+    assert "expected a JSON list" in _main_error(argv, capsys)
+
+
+def test_paired_seed_filter(tmp_path):
+    """compare(seeds=...) leaves out finished runs of seeds not asked for (a stale seed of an
+    earlier invocation must not enter the mean)."""
+    ranks = {"zero-shot": [0, 3, 20, 1], "sys-s0": [0, 0, 20, 0], "sys-s5": [50, 50, 50, 50]}
+    for name, r in ranks.items():
+        d = tmp_path / name
+        d.mkdir()
+        np.save(d / "first_hit.npy", np.asarray(r))
+        (d / "bench.json").write_text("{}")
+    rng = np.random.default_rng(0)
+    both = paired.compare("zero-shot", "sys", 100, rng, tmp_path)
+    only0 = paired.compare("zero-shot", "sys", 100, rng, tmp_path, seeds=[0])
+    assert both["seeds"] == [0, 5] and only0["seeds"] == [0]
+    # seed 0 alone: top-1 gains questions 2 and 4 -> +0.5; rr@10: (0 + 0.75 + 0 + 0.5) / 4
+    assert only0["top1"]["diff"] == pytest.approx(0.5)
+    assert only0["rr@10"]["diff"] == pytest.approx((1 - 0.25 + 1 - 0.5) / 4)
