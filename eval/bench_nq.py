@@ -33,6 +33,7 @@ reused.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -79,10 +80,14 @@ def load_train(path: Path, limit: int) -> tuple[list[dict], dict]:
     from dpr_xrisk.io.biencoder import read_biencoder
 
     records = read_biencoder(path)
-    keep = [r for r in records if r["positive_ctxs"]]
-    stats = {"train_records": len(records), "dropped_no_positive": len(records) - len(keep)}
+    total = len(records)
+    # only what both systems read (question, answers, positives): the negatives are freed at once
+    keep = [{"question": r["question"], "answers": r["answers"], "positive_ctxs": r["positive_ctxs"]}
+            for r in records if r["positive_ctxs"]]
+    del records
+    stats = {"train_records": total, "dropped_no_positive": total - len(keep)}
     if not keep:
-        raise DataError(f"{path}: none of the {len(records)} records has a positive_ctxs entry")
+        raise DataError(f"{path}: none of the {total} records has a positive_ctxs entry")
     if limit < len(keep):
         pick = np.sort(np.random.default_rng(0).choice(len(keep), size=limit, replace=False))
         keep = [keep[i] for i in pick]
@@ -133,6 +138,13 @@ def prepare(args) -> dict:
     base.mkdir(parents=True, exist_ok=True)
     inputs = {k: {"path": str(getattr(args, k).resolve()), "fingerprint": file_fingerprint(getattr(args, k))}
               for k in ("train", "test", "corpus")}
+    key = hashlib.sha256(json.dumps([inputs, args.train_questions, args.refresh_sample]).encode()).hexdigest()[:16]
+    cached = base / f"prepared-{key}.json"
+    if cached.exists():  # the checks below already passed on these very inputs: skip the multi-GB parse
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        data["train_positives"] = set(data["train_positives"])
+        print(f"[data] reusing {cached}", flush=True)
+        return data
     train, stats = load_train(args.train, args.train_questions)
     test = read_questions(args.test)
     unanswered = sum(1 for q in test if not q.answers)
@@ -149,38 +161,55 @@ def prepare(args) -> dict:
     overlap = sum(1 for q in test if _norm(q.text) in train_q)
     stats.update(test_questions=len(test), corpus_passages=n, train_positives=len(positives),
                  train_positives_in_corpus=len(found), test_questions_also_in_train=overlap)
-    if len(found) < len(positives):
+    if len(found) < len(positives):  # the trainer refuses positives outside its corpus: drop them here, counted
+        for r in train:
+            r["positive_ctxs"] = [c for c in r["positive_ctxs"] if c["passage_id"] in found]
+        before = len(train)
+        train = [r for r in train if r["positive_ctxs"]]
+        stats.update(dropped_positive_not_in_corpus=before - len(train), train_questions=len(train))
         print(f"[data] note: {len(positives) - len(found):,} of {len(positives):,} training positives are not in the "
-              "corpus; the hub rate counts only those that are", flush=True)
+              f"corpus: left out, and with them {before - len(train):,} questions that had no other", flush=True)
+    if len(train) < args.batch_size:
+        raise DataError(f"{args.train}: {len(train)} usable training questions, fewer than the batch size "
+                        f"{args.batch_size}")
     if overlap:
         print(f"[data] note: {overlap} test questions also appear (same text) in the training questions", flush=True)
-    tag = inputs["train"]["fingerprint"][:12]
-    train_json = base / f"train-{tag}-{len(train)}.json"
-    if not train_json.exists():  # only what both systems read: question, answers, positives
-        common.replace_text(train_json, json.dumps([{"question": r["question"], "answers": r["answers"],
-                                                     "positive_ctxs": r["positive_ctxs"]} for r in train]))
+    train_json = base / f"train-{key}.json"
+    common.replace_text(train_json, json.dumps(train))
     if args.refresh_sample <= 0:
-        train_corpus = args.corpus
+        train_corpus = args.corpus.resolve()
+        stats["train_corpus_passages"] = n
     else:
-        train_corpus = base / f"train-corpus-{inputs['corpus']['fingerprint'][:12]}-{tag}-{len(train)}-s{args.refresh_sample}.tsv"
-        if not train_corpus.exists():
-            stats["train_corpus_passages"] = write_train_corpus(args.corpus, found, args.refresh_sample, n, train_corpus)
-    if "train_corpus_passages" not in stats:
-        from dpr_xrisk.io.passages import count_passages
-        stats["train_corpus_passages"] = count_passages(train_corpus)
-    return {"inputs": inputs, "stats": stats, "train": str(train_json), "train_corpus": str(train_corpus),
-            "test": str(args.test.resolve()), "corpus": str(args.corpus.resolve()), "train_positives": found}
+        train_corpus = base / f"train-corpus-{key}.tsv"
+        stats["train_corpus_passages"] = write_train_corpus(args.corpus, found, args.refresh_sample, n, train_corpus)
+    data = {"inputs": inputs, "stats": stats, "train": str(train_json), "train_corpus": str(train_corpus),
+            "test": str(args.test.resolve()), "corpus": str(args.corpus.resolve()), "train_positives": sorted(found)}
+    common.replace_text(cached, json.dumps(data))  # last: its existence says everything above is complete
+    data["train_positives"] = found
+    return data
 
 
 def recipe_values() -> dict:
     return tomllib.loads(RECIPE.read_text(encoding="utf-8"))
 
 
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
 def settings_of(args, data, system: str, seed: int) -> dict:
-    s = {"system": system, "protocol": PROTOCOL, "inputs": {k: v["fingerprint"] for k, v in data["inputs"].items()},
-         "train_questions": data["stats"]["train_questions"], "bf16": bool(args.bf16)}
+    """What a run's numbers depend on; a run folder whose settings differ is never reused. Zero-shot
+    retrieval depends on the test questions and the corpus only (its hub rate is recomputed)."""
+    fp = {k: v["fingerprint"] for k, v in data["inputs"].items()}
+    s = {"system": system, "protocol": PROTOCOL, "test": fp["test"], "corpus": fp["corpus"], "bf16": bool(args.bf16)}
     if system != "zero-shot":
-        s.update(seed=seed, epochs=args.epochs, refresh_sample=args.refresh_sample)
+        import dpr_xrisk
+
+        s.update(train=fp["train"], train_questions=data["stats"]["train_questions"], seed=seed,
+                 epochs=args.epochs if args.epochs is not None else recipe_values()["epochs"],
+                 refresh_sample=args.refresh_sample, corpus_size=data["stats"]["corpus_passages"],
+                 code=_sha(RECIPE if system == "recommended" else EVAL / "_st_mnrl.py"),
+                 version=getattr(dpr_xrisk, "__version__", "?"))
     return s
 
 
@@ -192,14 +221,16 @@ def train(args, data, system: str, seed: int, d: Path, log: Path) -> Path:
         if not (model / "modules.json").exists():
             cmd = [sys.executable, str(EVAL / "_st_mnrl.py"), "--train", data["train"], "--out", str(model),
                    "--batch-size", str(recipe["batch_size"]), "--epochs", str(epochs), "--lr", str(recipe["lr"]),
-                   "--seed", str(seed), "--threads", str(args.threads)]
+                   "--seed", str(seed), "--threads", str(args.threads)] + (["--bf16"] if args.bf16 else [])
             print(f"  $ {' '.join(cmd)}", flush=True)
             with open(log, "a") as f:
                 subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True, env=br.env())
         return model
     if not (d / "dpr_xrisk.json").exists():
-        cfg = {"train": [data["train"]], "corpus": data["train_corpus"], "seed": seed, "threads": args.threads,
-               "save_every": args.save_every, "model": "minilm"}
+        # N of the in-batch q is the whole corpus, as the recipe asks ("give the real corpus ... or
+        # corpus_size"), not the refresh sample
+        cfg = {"train": [data["train"]], "corpus": data["train_corpus"], "corpus_size": data["stats"]["corpus_passages"],
+               "seed": seed, "threads": args.threads, "save_every": args.save_every, "model": "minilm"}
         if args.epochs is not None:
             cfg["epochs"] = args.epochs
         if args.bf16:
@@ -238,16 +269,22 @@ def one_run(args, data, system: str, seed: int) -> dict:
         raise RuntimeError(f"{name}: the run holds {len(first)} questions, expected {data['stats']['test_questions']}")
     rec["metrics"] = {k: float(m["metrics"][k]) for k in METRICS[:4]}
     rec["metrics"]["mrr@10"] = float(np.where(first < 10, 1.0 / (first + 1), 0.0).mean())
-    zs = args.work / "runs" / "zero-shot" / "run.json"
-    rec.update(bd.hub_stats(run, data["train_positives"],
-                            paired.first_hit(zs) if zs.exists() and system != "zero-shot" else None))
+    common.replace_text(d / "bench.json", json.dumps(rec, indent=2))  # first: a kill below leaves a finished run
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
     for p in list(d.glob("*.safetensors")) + [d / "checkpoints", d / "best", d / "model"]:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    (d / "bench.json").write_text(json.dumps(rec, indent=2))
-    print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"].items()) + f" hub {rec['hub_rate']:.4f}",
-          flush=True)
+    print(f"[{name}] " + " ".join(f"{k} {v:.4f}" for k, v in rec["metrics"].items()), flush=True)
+    return rec
+
+
+def with_hubs(args, data, name: str, rec: dict) -> dict:
+    """The hub rate (test top-1 = a training positive) and rank-1 wins/losses vs zero-shot, from the
+    kept run.json (recomputed each time: zero-shot's run is shared by any training data)."""
+    run, zs = args.work / "runs" / name / "run.json", args.work / "runs" / "zero-shot" / "run.json"
+    rec = {**rec, **bd.hub_stats(run, data["train_positives"],
+                                 paired.first_hit(zs) if name != "zero-shot" else None)}
+    print(f"[{name}] hub rate {rec['hub_rate']:.4f}", flush=True)
     return rec
 
 
@@ -306,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     args.command = "python eval/bench_nq.py " + " ".join(sys.argv[1:] if argv is None else argv)
     args.machine = machine()
+    args.batch_size = recipe_values()["batch_size"]  # both systems train at the recipe's batch size
     from dpr_xrisk.errors import InputError
 
     try:
@@ -322,7 +360,9 @@ def main(argv: list[str] | None = None) -> None:
         for system in systems:
             if system == "zero-shot" and seed != args.seeds[0]:
                 continue
-            recs.setdefault(system, {})[-1 if system == "zero-shot" else seed] = one_run(args, data, system, seed)
+            name = system if system == "zero-shot" else f"{system}-s{seed}"
+            rec = with_hubs(args, data, name, one_run(args, data, system, seed))
+            recs.setdefault(system, {})[-1 if system == "zero-shot" else seed] = rec
     rng = np.random.default_rng(0)
     runs = args.work / "runs"
     pairs = [("zero-shot", s) for s in systems if s != "zero-shot"]
@@ -333,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
            "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs, "paired": comparisons}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     common.replace_text(args.json, json.dumps(out, indent=2, default=str) + "\n")
-    common.replace_text(args.results, report(args, data, recs, comparisons))
+    common.write_report(args.results, report(args, data, recs, comparisons))  # keeps a hand-written part
     print(report(args, data, recs, comparisons), flush=True)
 
 

@@ -36,7 +36,7 @@ def _files(tmp_path: Path, corpus_ids=("p1", "p2", "p3", "d1", "d2", "d3", "d4")
 def _prepare(argv: list[str], **extra):
     import argparse
 
-    ns = dict(train_questions=10 ** 9, refresh_sample=2)
+    ns = dict(train_questions=10 ** 9, refresh_sample=2, batch_size=2)
     ns.update(extra)
     args = argparse.Namespace(train=Path(argv[1]), test=Path(argv[3]), corpus=Path(argv[5]), work=Path(argv[7]), **ns)
     return bench_nq.prepare(args)
@@ -110,3 +110,28 @@ def test_paired_seed_filter(tmp_path):
     # seed 0 alone: top-1 gains questions 2 and 4 -> +0.5; rr@10: (0 + 0.75 + 0 + 0.5) / 4
     assert only0["top1"]["diff"] == pytest.approx(0.5)
     assert only0["rr@10"]["diff"] == pytest.approx((1 - 0.25 + 1 - 0.5) / 4)
+
+
+def test_positives_outside_the_corpus_are_left_out_and_counted(tmp_path):
+    data = _prepare(_files(tmp_path, corpus_ids=("p1", "p2", "d1", "d2")))
+    st = data["stats"]
+    assert (st["train_positives_in_corpus"], st["dropped_positive_not_in_corpus"], st["train_questions"]) == (2, 1, 2)
+    assert [r["positive_ctxs"][0]["passage_id"] for r in json.loads(Path(data["train"]).read_text())] == ["p1", "p2"]
+    assert data["train_positives"] == {"p1", "p2"}
+
+
+def test_fewer_questions_than_the_batch_is_refused(tmp_path):
+    with pytest.raises(SystemExit) as e:
+        _prepare(_files(tmp_path), batch_size=32)
+    assert e.value.code == 2 and "3 usable training questions, fewer than the batch size 32" in e.value.msg
+
+
+def test_prepared_data_is_reused_only_for_the_same_inputs(tmp_path, capsys):
+    argv = _files(tmp_path)
+    first = _prepare(argv)
+    again = _prepare(argv)
+    assert "reusing" in capsys.readouterr().out and again["stats"] == first["stats"]
+    assert again["train_positives"] == first["train_positives"]
+    train = json.loads(Path(argv[1]).read_text())
+    Path(argv[1]).write_text(json.dumps(train[1:]))  # other training data: prepared afresh
+    assert _prepare(argv)["stats"]["train_questions"] == 2 and "reusing" not in capsys.readouterr().out

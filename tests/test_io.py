@@ -44,6 +44,22 @@ def test_qa_tsv_ids_are_line_numbers_and_python_lists(tmp_path):
     assert read_questions(tmp_path / "out.tsv") == read_questions(f)
 
 
+def test_qa_tsv_csv_quoted_fields_as_dpr_reads_them(tmp_path):
+    """DPR reads QA files with csv.reader(delimiter="\t"): a csv-quoted field is unquoted (doubled
+    quotes become one), anything else is literal; our writer quotes a question starting with a quote."""
+    import csv
+
+    f = tmp_path / "qa.tsv"
+    f.write_text('"""Imagine"" singer"\t"[\'He said ""hi""\']"\nsay "x" now\t[\'y\']\n')
+    got = read_questions(f)
+    with open(f, newline="") as fh:
+        dpr = list(csv.reader(fh, delimiter="\t"))
+    assert [(q.text, q.answers) for q in got] == [('"Imagine" singer', ('He said "hi"',)), ('say "x" now', ("y",))]
+    assert [r[0] for r in dpr] == [q.text for q in got]
+    write_qa_tsv(tmp_path / "out.tsv", got)
+    assert read_questions(tmp_path / "out.tsv") == got
+
+
 def test_trec_run_and_qrels_round_trip(tmp_path):
     run = {"q1": [("d2", 3.5), ("d1", 1.25)], "q2": [("d9", 0.5)]}
     write_run(tmp_path / "r.trec", run)

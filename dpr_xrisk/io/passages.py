@@ -98,7 +98,7 @@ def _read_tsv(p: Path) -> Iterator[tuple[int, Passage]]:
         yield lineno, Passage(fields[0].strip(), fields[1], title)
 
 
-def _unquote(field: str) -> str:
+def unquote(field: str) -> str:
     """A csv-quoted field (``"a ""b"" c"``, as DPR's files and our writer quote texts holding a
     quote) becomes its text; anything else is taken literally, so a text that merely starts with
     a quote never swallows the next column."""
@@ -111,7 +111,7 @@ def _split_tsv(line: str, p: Path, lineno: int) -> list[str]:
     """One line's fields: split on tabs (texts never hold one), each field csv-unquoted if it is
     csv-quoted. The column count is then checked by the caller, so nothing is ever merged or
     shifted in silence."""
-    return [_unquote(f) for f in line.split("\t")]
+    return [unquote(f) for f in line.split("\t")]
 
 
 def _read_table(p: Path) -> Iterator[tuple[int, Passage]]:

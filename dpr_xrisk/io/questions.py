@@ -13,6 +13,7 @@ from typing import Iterable, NamedTuple
 
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.common import atomic_write, json_lines, numbered_lines
+from dpr_xrisk.io.passages import unquote
 
 
 class Question(NamedTuple):
@@ -85,6 +86,8 @@ def _read_qa_tsv(p: Path) -> list[Question]:
         fields = line.split("\t")
         if len(fields) == 1 and p.suffix.lower() == ".csv":
             fields = next(csv.reader([line]))
+        else:  # DPR reads these files with csv.reader(delimiter="\t"): a csv-quoted field is unquoted
+            fields = [unquote(f) for f in fields]
         if len(fields) > 2:
             raise InputError(f"expected 'question<TAB>answers', got {len(fields)} fields", p, lineno)
         question = fields[0].strip()
@@ -145,6 +148,8 @@ def write_qa_tsv(path: str | Path, questions: Iterable[Question]) -> int:
     with atomic_write(path) as f:
         for q in questions:
             text = " ".join(q.text.split())
+            if text.startswith('"'):  # csv-quoted, so that DPR's csv.reader and ours read it back as it is
+                text = '"' + text.replace('"', '""') + '"'
             f.write(f"{text}\t{json.dumps(list(q.answers), ensure_ascii=False)}\n")
             n += 1
     return n
