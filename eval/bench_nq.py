@@ -138,7 +138,8 @@ def prepare(args) -> dict:
     base.mkdir(parents=True, exist_ok=True)
     inputs = {k: {"path": str(getattr(args, k).resolve()), "fingerprint": file_fingerprint(getattr(args, k))}
               for k in ("train", "test", "corpus")}
-    key = hashlib.sha256(json.dumps([inputs, args.train_questions, args.refresh_sample]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([inputs, args.train_questions, args.refresh_sample, args.batch_size]).encode()
+                         ).hexdigest()[:16]
     cached = base / f"prepared-{key}.json"
     if cached.exists():  # the checks below already passed on these very inputs: skip the multi-GB parse
         data = json.loads(cached.read_text(encoding="utf-8"))
@@ -193,6 +194,10 @@ def recipe_values() -> dict:
     return tomllib.loads(RECIPE.read_text(encoding="utf-8"))
 
 
+def run_name(system: str, seed: int) -> str:
+    return system if system == "zero-shot" else f"{system}-s{seed}"
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
@@ -206,7 +211,7 @@ def settings_of(args, data, system: str, seed: int) -> dict:
         import dpr_xrisk
 
         s.update(train=fp["train"], train_questions=data["stats"]["train_questions"], seed=seed,
-                 epochs=args.epochs if args.epochs is not None else recipe_values()["epochs"],
+                 epochs=args.run_epochs,
                  refresh_sample=args.refresh_sample, corpus_size=data["stats"]["corpus_passages"],
                  code=_sha(RECIPE if system == "recommended" else EVAL / "_st_mnrl.py"),
                  version=getattr(dpr_xrisk, "__version__", "?"))
@@ -214,13 +219,11 @@ def settings_of(args, data, system: str, seed: int) -> dict:
 
 
 def train(args, data, system: str, seed: int, d: Path, log: Path) -> Path:
-    recipe = recipe_values()
-    epochs = args.epochs if args.epochs is not None else recipe["epochs"]
     if system == "st-mnrl":
         model = d / "model"
         if not (model / "modules.json").exists():
             cmd = [sys.executable, str(EVAL / "_st_mnrl.py"), "--train", data["train"], "--out", str(model),
-                   "--batch-size", str(recipe["batch_size"]), "--epochs", str(epochs), "--lr", str(recipe["lr"]),
+                   "--batch-size", str(args.batch_size), "--epochs", str(args.run_epochs), "--lr", str(args.recipe["lr"]),
                    "--seed", str(seed), "--threads", str(args.threads)] + (["--bf16"] if args.bf16 else [])
             print(f"  $ {' '.join(cmd)}", flush=True)
             with open(log, "a") as f:
@@ -243,7 +246,7 @@ def train(args, data, system: str, seed: int, d: Path, log: Path) -> Path:
 
 
 def one_run(args, data, system: str, seed: int) -> dict:
-    name = system if system == "zero-shot" else f"{system}-s{seed}"
+    name = run_name(system, seed)
     d = args.work / "runs" / name
     settings = settings_of(args, data, system, seed)
     finished = common.open_run(d, settings, name)
@@ -343,7 +346,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     args.command = "python eval/bench_nq.py " + " ".join(sys.argv[1:] if argv is None else argv)
     args.machine = machine()
-    args.batch_size = recipe_values()["batch_size"]  # both systems train at the recipe's batch size
+    args.recipe = recipe_values()  # both systems train at the recipe's batch size, lr and (default) epochs
+    args.batch_size = args.recipe["batch_size"]
+    args.run_epochs = args.epochs if args.epochs is not None else args.recipe["epochs"]
     from dpr_xrisk.errors import InputError
 
     try:
@@ -360,8 +365,7 @@ def main(argv: list[str] | None = None) -> None:
         for system in systems:
             if system == "zero-shot" and seed != args.seeds[0]:
                 continue
-            name = system if system == "zero-shot" else f"{system}-s{seed}"
-            rec = with_hubs(args, data, name, one_run(args, data, system, seed))
+            rec = with_hubs(args, data, run_name(system, seed), one_run(args, data, system, seed))
             recs.setdefault(system, {})[-1 if system == "zero-shot" else seed] = rec
     rng = np.random.default_rng(0)
     runs = args.work / "runs"
@@ -373,8 +377,9 @@ def main(argv: list[str] | None = None) -> None:
            "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs, "paired": comparisons}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     common.replace_text(args.json, json.dumps(out, indent=2, default=str) + "\n")
-    common.write_report(args.results, report(args, data, recs, comparisons))  # keeps a hand-written part
-    print(report(args, data, recs, comparisons), flush=True)
+    text = report(args, data, recs, comparisons)
+    common.write_report(args.results, text)  # keeps a hand-written part
+    print(text, flush=True)
 
 
 if __name__ == "__main__":

@@ -135,3 +135,11 @@ def test_prepared_data_is_reused_only_for_the_same_inputs(tmp_path, capsys):
     train = json.loads(Path(argv[1]).read_text())
     Path(argv[1]).write_text(json.dumps(train[1:]))  # other training data: prepared afresh
     assert _prepare(argv)["stats"]["train_questions"] == 2 and "reusing" not in capsys.readouterr().out
+
+
+def test_test_questions_without_numeric_ids_are_refused(tmp_path, capsys):
+    argv = _files(tmp_path)
+    jsonl = tmp_path / "test.jsonl"  # ids of its own: paired.py aligns runs by numeric qid
+    jsonl.write_text('{"id": "q1", "question": "who?", "answers": ["x"]}\n')
+    argv[3] = str(jsonl)
+    assert "question ids must be numbers" in _main_error(argv, capsys)
