@@ -19,8 +19,9 @@ Systems (all from minilm, batch 16, 1 hard negative, lr 2e-5, ``--max-steps`` st
   c        same, zeta 1
   d        listwise + refreshed negatives, zeta 1
   e        DPM + refreshed negatives, --pool-sampler softmax, zeta 1
-  a-eqwall the DPR recipe with more steps, so that its train wall time matches c's (seed 0):
-           steps = round(64 * (wall_c - fixed_a) / (wall_a - fixed_a)), fixed_a = process wall of a
+  a-eqwall the DPR recipe with more steps, so that its train time matches c's (seed 0; another
+           refreshed system with --eqwall-ref, e.g. c-lean):
+           steps = round(64 * (cpu_c - fixed_a) / (cpu_a - fixed_a)), fixed_a = process time of a
            minus its training loop (model load, BM25 mining, saving), measured on seed 0.
 
 Seed-major order (seed 0: c, a, b, a-eqwall, d, e, zero-shot; then seed 1, ...); c goes first (not b, as
@@ -85,14 +86,14 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
     "c-dpm-refresh-z1-lean": ("(c-lean) c with a cheaper refresh: --refresh-fraction 0.5 --refresh-max-length 64",
                               ["--loss", "dpm", *REFRESH, "--zeta-scale", "1", "--refresh-fraction", "0.5",
                                "--refresh-max-length", "64"]),
-    "a-dpr-bm25-eqwall": ("(a') DPR recipe with more steps: train wall time matched to (c) seed 0",
+    "a-dpr-bm25-eqwall": ("(a') DPR recipe with more steps: train wall time matched to ({ref}) seed 0",
                           ["--loss", "infonce", "--negatives", "bm25"]),
 }
 # c (the issue's headline system) runs first and sizes the equal-wall-time DPR run; b has the
 # same compute (only zeta differs), so either measures "the refreshed DPM's" wall time
 ORDER = ["c-dpm-refresh-z1", "a-dpr-bm25", "b-dpm-refresh-z0", "a-dpr-bm25-eqwall", "d-listwise-logistic-refresh-z1",
          "e-dpm-refresh-softmax-z1", "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean"]
-REF = "c-dpm-refresh-z1"  # the refreshed system whose seed-0 train wall time the eqwall run matches
+REF = "c-dpm-refresh-z1"  # default of --eqwall-ref: the refreshed system whose seed-0 train time a-eqwall matches
 REFRESHED = ["b-dpm-refresh-z0", "c-dpm-refresh-z1", "d-listwise-logistic-refresh-z1", "e-dpm-refresh-softmax-z1",
              "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean"]
 
@@ -177,6 +178,15 @@ def prepare_data(args) -> dict:
 
 
 # ---- one run -------------------------------------------------------------------------------
+def tag_of(system: str) -> str:
+    """The short name in a system's description: "c", "c-lean", ..."""
+    return SYSTEMS[system][0].split(")")[0].lstrip("(")
+
+
+def describe(system: str, ref: str) -> str:
+    return SYSTEMS[system][0].format(ref=tag_of(ref))
+
+
 def flags_of(args, system: str) -> list[str] | None:
     f = SYSTEMS[system][1]
     if f is None:
@@ -225,7 +235,7 @@ def one_run(args, data, system: str, seed, steps) -> dict:
             (d / "settings.json").write_text(json.dumps(settings))
         rec = {"settings": settings, "resumed": resumable}
     log = d / "bench.log"
-    print(f"[{name}] {SYSTEMS[system][0]}", flush=True)
+    print(f"[{name}] {describe(system, args.eqwall_ref)}", flush=True)
     if flags is None:
         model = "minilm"
     elif "train_wall_s" in rec:
@@ -340,6 +350,7 @@ def write_report(path: Path, record: dict, png: Path) -> None:
     a, data, summ, runs = record["args"], record["data"], record["summary"], record["runs"]
     mach = record["machine"]
     eq = record.get("eqwall")
+    r = tag_of(a.get("eqwall_ref", REF))
     systems = ["zero-shot", *[s for s in ORDER if s in a["systems"]]]
     L = [
         "# Hard negatives from a periodically refreshed FAISS index (importance-weighted DPM) vs the DPR recipe",
@@ -398,19 +409,21 @@ def write_report(path: Path, record: dict, png: Path) -> None:
         "- **Equal steps, not equal wall-clock**: the trainer has no time budget, so every system gets the same "
         "number of steps; each run's wall time and refresh share are measured and reported, and one extra row, "
         "`a-dpr-bm25-eqwall`, runs the DPR recipe with more steps so that its train wall time matches the "
-        "refreshed, importance-weighted DPM (c) of seed 0 (the brief said b; c has the same compute and is "
-        "the issue's headline system, so it ran first on this contended machine)."
+        f"refreshed, importance-weighted DPM ({r}) of seed 0"
+        + (" (the brief said b; c has the same compute and is the issue's headline system, so it ran first on "
+           "this contended machine)." if r == "c" else f" (`--eqwall-ref`: {r} is the refreshed system under test "
+                                                         "in this grid).")
         + ((f" Measured on seed {eq['seed']}: train CPU time (user + system of the `train` process, one thread) "
-            f"cpu(c) = {eq['cpu_ref']} s, cpu(a@{a['max_steps']}) = {eq['cpu_a']} s of which ~{eq['fixed_cpu_a']} s "
+            f"cpu({r}) = {eq['cpu_ref']} s, cpu(a@{a['max_steps']}) = {eq['cpu_a']} s of which ~{eq['fixed_cpu_a']} s "
             "outside the loop (model load, BM25 mining, saving); steps = "
-            f"round({a['max_steps']}·(cpu(c) − fixed)/(cpu(a) − fixed)), fixed for every seed. CPU time instead of "
+            f"round({a['max_steps']}·(cpu({r}) − fixed)/(cpu(a) − fixed)), fixed for every seed. CPU time instead of "
             "wall time because the machine was shared (wall times measure the other jobs as much as ours); on an "
             f"idle core with one thread the two agree. For reference, the wall times were {eq['wall_ref']} s and "
             f"{eq['wall_a']} s ({eq['fixed_a']} s outside the loop), giving the brief's formula "
-            f"round({a['max_steps']}·wall(c)/wall(a)) = {eq['steps_naive']} steps and {eq['steps_wall']} steps "
+            f"round({a['max_steps']}·wall({r})/wall(a)) = {eq['steps_naive']} steps and {eq['steps_wall']} steps "
             "with the fixed part removed."
-            + (f" **But** a or c was killed and resumed from a checkpoint, so its process times cover only the "
-               f"resumed part; the steps were instead set from the training logs: (sum of c's step times + its "
+            + (f" **But** a or {r} was killed and resumed from a checkpoint, so its process times cover only the "
+               f"resumed part; the steps were instead set from the training logs: (sum of {r}'s step times + its "
                f"refresh times) / (sum of a's step times) × {a['max_steps']} = {eq['loop_ref']} s / {eq['loop_a']} s "
                f"× {a['max_steps']}" if "loop_ref" in eq else "")
             + f" → **{eq['steps']} steps**.") if eq and "cpu_ref" in eq else ""),
@@ -430,7 +443,7 @@ def write_report(path: Path, record: dict, png: Path) -> None:
         "|---|---|",
     ]
     for s in systems:
-        L.append(f"| {s} | {SYSTEMS[s][0]} |")
+        L.append(f"| {s} | {describe(s, a.get('eqwall_ref', REF))} |")
     L += ["", "## Results (mean ± std over the finished seeds)", "",
           "| system | seeds | steps | top-1 | top-5 | top-20 | MRR@10 | train wall s | train CPU s | refresh s/run | refresh share |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -529,6 +542,8 @@ def main() -> None:
     ap.add_argument("--test-questions", type=int, default=1000, help="fixed random subset of the test split")
     ap.add_argument("--eqwall-steps", type=int, default=None,
                     help="steps of a-dpr-bm25-eqwall (default: measured from b and a of the first seed)")
+    ap.add_argument("--eqwall-ref", default=REF, choices=REFRESHED,
+                    help="the refreshed system whose seed-0 train time a-dpr-bm25-eqwall is sized to (default: c)")
     ap.add_argument("--no-zero-shot", action="store_true")
     ap.add_argument("--eval-corpus", choices=["all", "test-articles"], default="all",
                     help="evaluation corpus: all 2,067 SQuAD paragraphs, or only the test articles' paragraphs")
@@ -564,10 +579,12 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     results.parent.mkdir(parents=True, exist_ok=True)
     if "a-dpr-bm25-eqwall" in args.systems and args.eqwall_steps is None:
-        assert {"a-dpr-bm25", REF} <= set(args.systems), "eqwall needs a and c (or --eqwall-steps)"
+        assert {"a-dpr-bm25", args.eqwall_ref} <= set(args.systems), \
+            f"eqwall needs a and {args.eqwall_ref} (or --eqwall-steps)"
 
     data = prepare_data(args)
-    plan = [(s, seed) for seed in args.seeds for s in ORDER if s in args.systems
+    order = [args.eqwall_ref, *[s for s in ORDER if s != args.eqwall_ref]]  # the reference first: a-eqwall waits for it
+    plan = [(s, seed) for seed in args.seeds for s in order if s in args.systems
             and (seed == args.seeds[0] or s not in args.first_seed_only)]
     if not args.no_zero_shot:  # the reference runs once, after the first seed's systems
         plan.insert(len([s for s in ORDER if s in args.systems]), ("zero-shot", None))
@@ -619,15 +636,15 @@ def main() -> None:
     def size_eqwall(seed) -> None:
         """Steps of a-dpr-bm25-eqwall from a and c of the first seed: equal train CPU time (one
         thread each, so equal wall time on an otherwise idle core), the fixed part of a removed."""
-        for s in ("a-dpr-bm25", REF):
+        for s in ("a-dpr-bm25", args.eqwall_ref):
             if (s, seed) in futures:
                 futures[(s, seed)].result()
-        ra, rc = (record["runs"].get(s, {}).get(str(seed)) for s in ("a-dpr-bm25", REF))
+        ra, rc = (record["runs"].get(s, {}).get(str(seed)) for s in ("a-dpr-bm25", args.eqwall_ref))
         if ra is None or rc is None:
-            raise RuntimeError(f"cannot size a-dpr-bm25-eqwall: a or c of seed {seed} did not finish")
+            raise RuntimeError(f"cannot size a-dpr-bm25-eqwall: a or {args.eqwall_ref} of seed {seed} did not finish")
         S = args.max_steps
         record["eqwall"] = {
-            "seed": seed, "ref": REF, "wall_ref": rc["train_wall_s"], "wall_a": ra["train_wall_s"],
+            "seed": seed, "ref": args.eqwall_ref, "wall_ref": rc["train_wall_s"], "wall_a": ra["train_wall_s"],
             "fixed_a": ra["fixed_s"], "cpu_ref": rc["train_cpu_s"], "cpu_a": ra["train_cpu_s"],
             "fixed_cpu_a": ra["fixed_cpu_s"],
             "steps_naive": round(S * rc["train_wall_s"] / ra["train_wall_s"]),
