@@ -86,16 +86,21 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
     "c-dpm-refresh-z1-lean": ("(c-lean) c with a cheaper refresh: --refresh-fraction 0.5 --refresh-max-length 64",
                               ["--loss", "dpm", *REFRESH, "--zeta-scale", "1", "--refresh-fraction", "0.5",
                                "--refresh-max-length", "64"]),
+    # the same with the refresh encoded by an int8 copy of the current passage tower (the faster
+    # guarded path on CPUs without AMX; the trainer's first int8 refresh logs its overlap with fp32)
+    "c-dpm-refresh-z1-lean-int8": ("(c-lean-int8) c-lean with the refresh on torch int8: --refresh-quantize int8",
+                                   ["--loss", "dpm", *REFRESH, "--zeta-scale", "1", "--refresh-fraction", "0.5",
+                                    "--refresh-max-length", "64", "--refresh-quantize", "int8"]),
     "a-dpr-bm25-eqwall": ("(a') DPR recipe with more steps: train wall time matched to ({ref}) seed 0",
                           ["--loss", "infonce", "--negatives", "bm25"]),
 }
 # c (the issue's headline system) runs first and sizes the equal-wall-time DPR run; b has the
 # same compute (only zeta differs), so either measures "the refreshed DPM's" wall time
 ORDER = ["c-dpm-refresh-z1", "a-dpr-bm25", "b-dpm-refresh-z0", "a-dpr-bm25-eqwall", "d-listwise-logistic-refresh-z1",
-         "e-dpm-refresh-softmax-z1", "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean"]
+         "e-dpm-refresh-softmax-z1", "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8"]
 REF = "c-dpm-refresh-z1"  # default of --eqwall-ref: the refreshed system whose seed-0 train time a-eqwall matches
 REFRESHED = ["b-dpm-refresh-z0", "c-dpm-refresh-z1", "d-listwise-logistic-refresh-z1", "e-dpm-refresh-softmax-z1",
-             "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean"]
+             "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8"]
 
 
 def env() -> dict:
