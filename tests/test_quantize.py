@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 import pytest
 from typer.testing import CliRunner
 
@@ -70,6 +71,24 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
     assert len(recs) == 2 and all("quantize_s" in r and r["activation_bits"] in (7, 8) and r["smoothed_channels"] == 32
                                   for r in recs)
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1 and "int8_pool_overlap_vs_fp32" not in recs[1]
+
+
+def test_int8_refresh_under_bf16_training(tiny_model_dir, tmp_path):
+    """bf16 training with an int8 refresh: the int8 copy encodes in its own kernels (bf16 autocast
+    is for the torch tower only; it used to fail with 'expected scalar type Float but found
+    BFloat16'), at the int8 path's batch, and the guard compares with fp32."""
+    from dpr_xrisk.device import encode_batch_size
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.trainer import train
+
+    cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
+                      max_steps=4, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="int8",
+                      refresh_fraction=0.5, precision="bf16")
+    train(cfg, tmp_path / "m", progress=False)
+    recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
+    assert len(recs) == 2 and all("quantize_s" in r for r in recs)
+    assert all(r["encode_batch_size"] == encode_batch_size(torch.device("cpu"), False) for r in recs)
+    assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1
 
 
 def test_bad_quantize_options_are_one_line_errors(tiny_model_dir, tmp_path):

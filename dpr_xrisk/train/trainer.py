@@ -160,8 +160,11 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
     state = state if state is not None else {}
     result = None
     if ddp is None or ddp.main:
+        # bf16 autocast is for the torch tower only: an int8 or ONNX copy runs its own kernels (and
+        # int8 Linears refuse bf16 inputs), whatever the training precision
+        enc_bf16 = cfg.bf16 and cfg.refresh_backend == "torch" and cfg.refresh_quantize == "none"
         # the measured encode batch of the path (CPU fp32 16, bf16 64, GPU 128), not a fixed 128
-        bs = encode_batch_size(encoder.device, cfg.bf16)
+        bs = encode_batch_size(encoder.device, enc_bf16)
         emb, extra = None, {"encode_batch_size": bs}
         if cfg.refresh_max_length is not None:
             encoder = with_passage_length(encoder, cfg.refresh_max_length)
@@ -191,12 +194,12 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             t0 = time.perf_counter()
             cache = out / "refresh_cache"
             emb, cursor, part = partial_reencode(encoder, cfg.corpus, cache, step, state.get("refresh_cache_step"),
-                                                 state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=cfg.bf16,
+                                                 state.get("refresh_cursor", 0), cfg.refresh_fraction, bf16=enc_bf16,
                                                  progress=progress, tokens=tokens, batch_size=bs)
             extra.update(part, encode_s=round(time.perf_counter() - t0, 3), cursor=cursor)
         result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
-                               filter_answers=cfg.filter_answers, bf16=cfg.bf16, work_dir=out, embeddings=emb,
+                               filter_answers=cfg.filter_answers, bf16=enc_bf16, work_dir=out, embeddings=emb,
                                progress=progress, tokens=tokens, batch_size=bs)
         result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
                                         + extra.get("export_s", 0) + extra["tokens_s"], 3)
@@ -231,7 +234,7 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=N
 
     ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                         skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
-                        bf16=cfg.bf16, tokens=tokens, batch_size=batch_size)
+                        bf16=False, tokens=tokens, batch_size=batch_size)  # fp32, as the guard says, whatever the training precision
     n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng([cfg.seed, 11]))
     return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
             "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
