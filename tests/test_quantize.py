@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import torch
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from conftest import SAMPLE, cli
@@ -98,6 +98,10 @@ def test_bad_quantize_options_are_one_line_errors(tiny_model_dir, tmp_path):
     assert "--check-against 'bf16': valid: fp32" in cli(
         "mine", "--model", tiny_model_dir, "--train", TRAIN, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "n.jsonl",
         "--quantize", "int8", "--check-against", "bf16", code=2)
+    for command in (["encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "e2"],
+                    ["search", "--index", tmp_path, "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.tsv"]):
+        assert "--bf16 and --quantize int8 are two precisions; choose one" in cli(*command, "--quantize", "int8", "--bf16",
+                                                                                   code=2)
     assert "unknown refresh_quantize 'int4'" in cli(
         "train", "--model", tiny_model_dir, "--train", TRAIN, "--out", tmp_path / "m", "--refresh-quantize", "int4", code=2)
 

@@ -38,7 +38,7 @@ def load_encoder(model: str, pooling=None, normalize=None, title=None):
 
 def check_inference(backend: str, quantize: str, device, bf16: bool = False) -> None:
     """Refuse, before anything loads: unknown names, the CPU-only modes on another device, --bf16
-    outside the torch backend, --backend onnx without ONNX Runtime."""
+    outside the torch backend or with --quantize, --backend onnx without ONNX Runtime."""
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.onnx_backend import check_backend, require_onnxruntime
     from dpr_xrisk.quantize import QUANTIZE
@@ -50,6 +50,8 @@ def check_inference(backend: str, quantize: str, device, bf16: bool = False) -> 
         raise unknown_name("quantize mode", quantize, QUANTIZE)
     if backend == "onnx" and bf16:
         raise InputError("--bf16 is for the torch backend; ONNX Runtime runs fp32 (or --quantize int8)")
+    if quantize != "none" and bf16:  # int8 Linears refuse bfloat16 inputs: one of the two, not both
+        raise InputError(f"--bf16 and --quantize {quantize} are two precisions; choose one")
     if (backend == "onnx" or quantize != "none") and device.type != "cpu":
         what = "--backend onnx" if backend == "onnx" else f"--quantize {quantize}"
         raise InputError(f"{what} runs on the CPU; use --device cpu (GPUs: --bf16)")
