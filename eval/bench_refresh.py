@@ -62,6 +62,8 @@ SQUAD = BASE / "squad"
 METRICS = ["top1", "top5", "top20", "mrr@10"]
 
 REFRESH = ["--negatives", "model", "--refresh-every", "{refresh_every}", "--refresh-k", "{refresh_k}"]
+# c-lean's flags: DPM zeta 1 on refreshed negatives, half the corpus re-encoded per refresh at 64 word pieces
+LEAN = ["--loss", "dpm", *REFRESH, "--zeta-scale", "1", "--refresh-fraction", "0.5", "--refresh-max-length", "64"]
 # name -> (description, train flags or None for no training)
 SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
     "zero-shot": ("MiniLM, no training (reference; its own lengths: query 64, passage 256 tokens)", None),
@@ -84,13 +86,11 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
     # issue #13: the refresh made cheaper by re-encoding half the corpus per refresh (oldest first;
     # over 3 refreshes every passage is re-encoded at least once) at 64 word pieces instead of 128
     "c-dpm-refresh-z1-lean": ("(c-lean) c with a cheaper refresh: --refresh-fraction 0.5 --refresh-max-length 64",
-                              ["--loss", "dpm", *REFRESH, "--zeta-scale", "1", "--refresh-fraction", "0.5",
-                               "--refresh-max-length", "64"]),
+                              LEAN),
     # the same with the refresh encoded by an int8 copy of the current passage tower (the faster
     # guarded path on CPUs without AMX; the trainer's first int8 refresh logs its overlap with fp32)
     "c-dpm-refresh-z1-lean-int8": ("(c-lean-int8) c-lean with the refresh on torch int8: --refresh-quantize int8",
-                                   ["--loss", "dpm", *REFRESH, "--zeta-scale", "1", "--refresh-fraction", "0.5",
-                                    "--refresh-max-length", "64", "--refresh-quantize", "int8"]),
+                                   [*LEAN, "--refresh-quantize", "int8"]),
     "a-dpr-bm25-eqwall": ("(a') DPR recipe with more steps: train wall time matched to ({ref}) seed 0",
                           ["--loss", "infonce", "--negatives", "bm25"]),
 }
