@@ -3,6 +3,7 @@ fp32 with the same model fingerprint, through encode/search/mine and the trainin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -69,8 +70,30 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
     train(cfg, tmp_path / "m", progress=False)
     recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
     assert len(recs) == 2 and all("quantize_s" in r and r["activation_bits"] in (7, 8) and r["smoothed_channels"] == 32
-                                  for r in recs)
+                                  and r["calibration"] == [16, 64] for r in recs)
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1 and "int8_pool_overlap_vs_fp32" not in recs[1]
+    assert recs[0]["int8_check_questions"] == 80  # all of them: fewer than the guard's 256
+
+    # mining only the next refresh's questions (2 steps of 8): the guard compares those
+    train(dataclasses.replace(cfg, refresh_questions="upcoming"), tmp_path / "up", progress=False)
+    recs = [json.loads(x) for x in (tmp_path / "up" / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["mined_questions"] for r in recs] == [16, 16] and recs[0]["int8_check_questions"] == 16
+    assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1
+
+
+def test_smaller_calibration_finds_the_same_scale_of_outliers(tiny_encoder):
+    """quantized(calibration=...) sets the smoothing's calibration batch (the refresh's 16 x 64
+    tokens): a copy as close to fp32 as the default's, and a different computation from it."""
+    from dpr_xrisk.quantize import REFRESH_CALIBRATION
+
+    texts = ["the quick brown fox", "jumps over the lazy dog", "the nile is a river", "a b c d e f g"]
+    a = tiny_encoder.encode_passages([""] * 4, texts)
+    cos, vecs = {}, {}
+    for cal in ((32, 128), REFRESH_CALIBRATION):
+        vecs[cal] = b = quantized(tiny_encoder, "int8", calibration=cal).encode_passages([""] * 4, texts)
+        cos[cal] = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert min(cos[REFRESH_CALIBRATION]) > 0.98 and min(cos[(32, 128)]) > 0.98
+    assert not np.array_equal(vecs[(32, 128)], vecs[REFRESH_CALIBRATION])
 
 
 def test_int8_refresh_under_bf16_training(tiny_model_dir, tmp_path):

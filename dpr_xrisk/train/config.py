@@ -89,6 +89,10 @@ class TrainConfig:
     #   refresh under OUT/refresh_onnx (export_s in refresh_log.jsonl); needs the 'fast' extra
     refresh_max_length: int | None = None  # word pieces per passage when encoding the refresh corpus
     #   (shorter = faster mining, logged as max_length); None = passage_max_length
+    refresh_questions: str = "all"  # all | upcoming: re-mine the pools of every training question, or only of
+    #   those the steps until the next refresh will draw (the data order is known in advance): the same pools
+    #   where they are used, a quarter of the query encoding and filtering at refresh_every 16 with 1,024
+    #   questions of batch 16; refresh_log's recall and pool statistics then cover the mined questions
     # --- optimisation ---------------------------------------------------------------------
     lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
     weight_decay: float = 0.0  # AdamW's decoupled weight decay
@@ -124,7 +128,7 @@ class TrainConfig:
         for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("q_rule", Q_RULES),
                             ("no_positive", NO_POSITIVE),
                             ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine")),
-                            ("refresh_backend", ("torch", "onnx"))):
+                            ("refresh_backend", ("torch", "onnx")), ("refresh_questions", ("all", "upcoming"))):
             if getattr(self, name) not in valid:
                 raise unknown_name(name, getattr(self, name), valid)
         from dpr_xrisk.losses import LOSSES, PAIRWISE

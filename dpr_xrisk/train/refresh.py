@@ -145,10 +145,14 @@ def prune_cache(cache_root: Path, keep: set[int]) -> None:
 def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
                   margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
                   bf16: bool = False, work_dir: str | Path | None = None,
-                  embeddings: Path | None = None, progress: bool = False, tokens=None) -> RefreshResult:
+                  embeddings: Path | None = None, progress: bool = False, tokens=None,
+                  only: list[list[int]] | None = None) -> RefreshResult:
     """Mine new pools for every question of every training set with the current encoder
     (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`;
-    ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.tokens.CorpusTokens`)."""
+    ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.tokens.CorpusTokens`).
+    ``only``: per set, the question rows to mine (``refresh_questions = "upcoming"``); the others'
+    entries in the returned pools are None (the caller keeps their old pools), and the statistics
+    (recall, removals, pool size) cover the mined questions, counted in ``mined_questions``."""
     from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
     from dpr_xrisk.index import build_index, load_index
     from dpr_xrisk.search import load_passage_texts
@@ -169,7 +173,8 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         vecs, _ = shard_arrays(load_shards(emb)[0])  # (n, H) memory-mapped, corpus order = ids
         row_of = {pid: r for r, pid in enumerate(ids)}
         t2 = time.perf_counter()
-        all_q = [q for s in sets for q in s.questions]
+        picked = [sorted(set(o)) for o in only] if only is not None else [range(len(s.questions)) for s in sets]
+        all_q = [s.questions[r] for s, rr in zip(sets, picked) for r in rr]
         qv = encoder.encode_queries([q.text for q in all_q], batch_size=batch_size, bf16=bf16)  # (nq, H)
         if meta.get("normalize_queries"):
             qv /= np.linalg.norm(qv, axis=1, keepdims=True)
@@ -183,9 +188,10 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
             store.add_text(key, title, text)
         recall = {1: 0, 10: 0, k: 0}
         pools, n = [], 0
-        for s in sets:
-            set_pools = []
-            for q in s.questions:
+        for s, rr in zip(sets, picked):
+            set_pools: list = [None] * len(s.questions)
+            for r in rr:
+                q = s.questions[r]
                 pos_tk = {store.tkeys[p] for p in q.positives}
                 hits = [(ids[r], float(sc)) for r, sc in zip(rows[n], scores[n]) if r >= 0]
                 first_pos = next((i for i, (d, _) in enumerate(hits) if d in q.positives), None)
@@ -210,15 +216,15 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                         stats["removed"]["margin"] += 1
                     else:
                         pool.append((d, sc))
-                set_pools.append(pool)
+                set_pools[r] = pool
                 n += 1
             pools.append(set_pools)
         t4 = time.perf_counter()
         del vecs, index
     encoder.train(was_training)
-    sizes = [len(p) for sp in pools for p in sp]
-    stats.update({"encode_s": round(t1 - t0, 3), "index_s": round(t2 - t1, 3), "search_s": round(t3 - t2, 3),
-                  "filter_s": round(t4 - t3, 3), "seconds": round(t4 - t0, 3), "mean_pool_size": float(np.mean(sizes)),
+    sizes = [len(p) for sp in pools for p in sp if p is not None]
+    stats.update({"mined_questions": n, "encode_s": round(t1 - t0, 3), "index_s": round(t2 - t1, 3), "search_s": round(t3 - t2, 3),
+                  "filter_s": round(t4 - t3, 3), "seconds": round(t4 - t0, 3), "mean_pool_size": float(np.mean(sizes)) if sizes else 0.0,
                   "corpus_size": len(ids), **{f"train_recall@{c}": v / max(1, n) for c, v in recall.items()}})
     return RefreshResult(pools, stats, texts)
 

@@ -148,11 +148,12 @@ def prepare(cfg: TrainConfig):
 
 
 def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None, state=None,
-            progress: bool = False) -> float:
+            progress: bool = False, only: list[list[int]] | None = None) -> float:
     """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds.
     Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others.
     With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
-    embedding version in use and the cursor are kept in ``state`` (hence in checkpoints)."""
+    embedding version in use and the cursor are kept in ``state`` (hence in checkpoints).
+    ``only``: per set, the question rows to re-mine (:func:`upcoming_rows`); the others keep their pools."""
     from dpr_xrisk.device import encode_batch_size
     from dpr_xrisk.tokens import CorpusTokens
     from dpr_xrisk.train.refresh import partial_reencode, refresh_pools, with_passage_length
@@ -183,13 +184,15 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             encoder, export_s = onnx_encoder(encoder, cfg.refresh_quantize, out / "refresh_onnx")
             extra["export_s"] = round(export_s, 3)
         elif cfg.refresh_quantize != "none":
-            from dpr_xrisk.quantize import quantized
+            from dpr_xrisk.quantize import REFRESH_CALIBRATION, quantized
 
             t0 = time.perf_counter()
-            encoder = quantized(encoder, cfg.refresh_quantize)  # an int8 CPU copy of the current towers
+            # an int8 CPU copy of the current towers, calibrated on the refresh's smaller batch
+            encoder = quantized(encoder, cfg.refresh_quantize, calibration=REFRESH_CALIBRATION)
             extra["quantize_s"] = round(time.perf_counter() - t0, 3)
             extra["activation_bits"] = encoder.activation_bits
             extra["smoothed_channels"] = encoder.smoothed_channels
+            extra["calibration"] = list(REFRESH_CALIBRATION)
         if cfg.refresh_fraction is not None:
             t0 = time.perf_counter()
             cache = out / "refresh_cache"
@@ -200,7 +203,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
         result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                                skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
                                filter_answers=cfg.filter_answers, bf16=enc_bf16, work_dir=out, embeddings=emb,
-                               progress=progress, tokens=tokens, batch_size=bs)
+                               progress=progress, tokens=tokens, batch_size=bs, only=only)
         result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
                                         + extra.get("export_s", 0) + extra["tokens_s"], 3)
         result.stats.update(extra)
@@ -214,6 +217,9 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
         for key, (title, text) in result.texts.items():
             store.add_text(key, title, text)
     for s, pools in zip(sets, result.pools):
+        if only is not None:  # questions not mined keep their pools (no step before the next refresh draws them)
+            old = s.pools or [[] for _ in pools]
+            pools = [p if p is not None else o for p, o in zip(pools, old)]
         s.pools, s.pool_source = pools, f"refresh@{step}"
     if "cursor" in result.stats:  # a partial refresh: version `step` of the cache is now in use
         state.update(refresh_cache_step=step, refresh_cursor=result.stats["cursor"])
@@ -229,12 +235,16 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=N
     256 training questions (pool overlap; share of mined negatives that differ)."""
     import numpy as np
 
-    from dpr_xrisk.quantize import pool_overlap
+    from dpr_xrisk.quantize import check_sample, pool_overlap
     from dpr_xrisk.train.refresh import refresh_pools
 
+    only: list[list[int]] = [[] for _ in sets]  # the fp32 mining covers the compared questions only
+    for t, r in check_sample(result.pools, np.random.default_rng([cfg.seed, 11])):
+        only[t].append(r)
     ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                         skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
-                        bf16=False, tokens=tokens, batch_size=batch_size)  # fp32, as the guard says, whatever the training precision
+                        bf16=False, tokens=tokens, batch_size=batch_size,
+                        only=only)  # fp32, as the guard says, whatever the training precision
     n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng([cfg.seed, 11]))
     return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
             "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
@@ -410,13 +420,21 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
     t_start = time.perf_counter()  # training wall time, the initial mining included
 
+    def upcoming(step: int) -> list[list[int]] | None:
+        """refresh_questions = "upcoming": the rows the steps until the next refresh will draw."""
+        if cfg.refresh_questions != "upcoming":
+            return None
+        stop = min([steps] + [(step // r + 1) * r for r in refresh_periods])
+        return upcoming_rows(order, len(sets), weights, cfg.seed, step, stop)
+
     def say(line: str) -> None:  # a progress line on stderr (main process, progress on)
         if progress:
             print(line, file=sys.stderr, flush=True)
     if cfg.negatives == "model" and state["step"] == 0:
         if progress:
             print("mining the first negative pools with the starting encoder", file=sys.stderr, flush=True)
-        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state, progress=progress)
+        state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state, progress=progress,
+                                            only=upcoming(0))
     refreshing = bool(refresh_periods) or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
@@ -450,7 +468,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             t0 = time.perf_counter()
             if step > 0 and any(step % r == 0 for r in refresh_periods):
                 state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state,
-                                                    progress=progress)
+                                                    progress=progress, only=upcoming(step))
                 t0 = time.perf_counter()
             rng = np.random.default_rng([cfg.seed, step])
             # dropout of step t, independent of history; each rank its own stream under torchrun
@@ -533,6 +551,18 @@ def weight_margin(cfg: TrainConfig, tau: float, corpus_size: int | None, normali
         return None
     n_b = max(1, cfg.batch_size // cfg.grad_accum - 1)
     return cfg.zeta_scale * tau * math.log(max(1.0, corpus_size / n_b))
+
+
+def upcoming_rows(order: DataOrder, n_sets: int, weights, seed: int, start: int, stop: int) -> list[list[int]]:
+    """Per set, the question rows that steps ``start .. stop - 1`` will draw, found by replaying
+    the training loop's draws (the set of step t from ``default_rng([seed, t])``, then
+    ``order.next``) on a copy of ``order``: the questions a refresh at ``start`` must mine."""
+    sim = DataOrder(order.sizes, order.batch_size, order.seed, json.loads(json.dumps(order.state())))
+    rows: list[set[int]] = [set() for _ in range(n_sets)]
+    for step in range(start, stop):
+        t = int(np.random.default_rng([seed, step]).choice(n_sets, p=weights))
+        rows[t].update(sim.next(t))
+    return [sorted(r) for r in rows]
 
 
 def refresh_schedule(cfg: TrainConfig, steps_per_epoch: int) -> list[int]:
