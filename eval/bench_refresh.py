@@ -97,6 +97,13 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
     "c-dpm-refresh-z1-fast": ("(c-fast) c-lean-int8 mining only the next refresh's questions: "
                               "--refresh-questions upcoming",
                               [*LEAN, "--refresh-quantize", "int8", "--refresh-questions", "upcoming"]),
+    # the same without the int8 quality guard's one-time fp32 mining (the guard only measures: same
+    # pools, same model; tests/test_quantize.py checks it bit for bit), for the refresh share of a
+    # run whose int8 path was already checked
+    "c-dpm-refresh-z1-fast-noguard": ("(c-fast-noguard) c-fast without the first refresh's int8 quality "
+                                      "guard: --no-refresh-guard",
+                                      [*LEAN, "--refresh-quantize", "int8", "--refresh-questions", "upcoming",
+                                       "--no-refresh-guard"]),
     "a-dpr-bm25-eqwall": ("(a') DPR recipe with more steps: train wall time matched to ({ref}) seed 0",
                           ["--loss", "infonce", "--negatives", "bm25"]),
 }
@@ -104,10 +111,11 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
 # same compute (only zeta differs), so either measures "the refreshed DPM's" wall time
 ORDER = ["c-dpm-refresh-z1", "a-dpr-bm25", "b-dpm-refresh-z0", "a-dpr-bm25-eqwall", "d-listwise-logistic-refresh-z1",
          "e-dpm-refresh-softmax-z1", "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8",
-         "c-dpm-refresh-z1-fast"]
+         "c-dpm-refresh-z1-fast", "c-dpm-refresh-z1-fast-noguard"]
 REF = "c-dpm-refresh-z1"  # default of --eqwall-ref: the refreshed system whose seed-0 train time a-eqwall matches
 REFRESHED = ["b-dpm-refresh-z0", "c-dpm-refresh-z1", "d-listwise-logistic-refresh-z1", "e-dpm-refresh-softmax-z1",
-             "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8", "c-dpm-refresh-z1-fast"]
+             "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8", "c-dpm-refresh-z1-fast",
+             "c-dpm-refresh-z1-fast-noguard"]
 
 
 def env() -> dict:
@@ -560,7 +568,8 @@ def plot(path: Path, record: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--systems", nargs="+", choices=ORDER,
-                    default=[s for s in ORDER if s not in ("d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-fast")])
+                    default=[s for s in ORDER if s not in ("d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-fast",
+                                                      "c-dpm-refresh-z1-fast-noguard")])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--first-seed-only", nargs="*", default=[], choices=ORDER,
                     help="systems run for the first seed only (extras, when CPU time is short)")

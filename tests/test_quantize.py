@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import SAMPLE, cli
+from conftest import SAMPLE, assert_same_weights, cli
 from dpr_xrisk.cli import app
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.quantize import overlap_at_k, quantized
@@ -79,6 +79,13 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
     recs = [json.loads(x) for x in (tmp_path / "up" / "refresh_log.jsonl").read_text().splitlines()]
     assert [r["mined_questions"] for r in recs] == [16, 16] and recs[0]["int8_check_questions"] == 16
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1
+
+    # the guard only measures: without it the same run, bit for bit, and no fp32 mining logged
+    train(dataclasses.replace(cfg, refresh_questions="upcoming", refresh_guard=False), tmp_path / "noguard",
+          progress=False)
+    recs = [json.loads(x) for x in (tmp_path / "noguard" / "refresh_log.jsonl").read_text().splitlines()]
+    assert not any("int8_check_seconds" in r for r in recs) and len(recs) == 2
+    assert_same_weights(tmp_path / "up", tmp_path / "noguard")
 
 
 def test_smaller_calibration_finds_the_same_scale_of_outliers(tiny_encoder):

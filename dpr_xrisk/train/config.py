@@ -81,7 +81,10 @@ class TrainConfig:
     refresh_margin: float | None = None  # drop candidates scoring above (1 - m) * s(positive)
     refresh_quantize: str = "none"  # none | int8: encode the refresh corpus with an int8 copy of the current
     #   passage tower, made at each refresh (CPU; faster where bfloat16 is slow); the first refresh also
-    #   mines 256 questions in fp32 and logs how far the int8 pools differ
+    #   mines 256 questions in fp32 and logs how far the int8 pools differ (refresh_guard)
+    refresh_guard: bool = True  # with refresh_quantize = "int8": the first refresh's quality guard (the fp32
+    #   mining above; its pools are compared, never used); off saves its one-time cost, an fp32 encoding of
+    #   the corpus (31-37 s on 1,543 passages, a tenth of a 64-step run in eval/RESULTS-refresh-fast4.md)
     refresh_fraction: float | None = None  # re-encode only this share of the corpus per refresh, oldest
     #   first (the rest keeps embeddings from earlier refreshes; staleness is logged); None = all
     refresh_backend: str = "torch"  # torch | onnx: encode the refresh corpus with the current towers exported to

@@ -209,7 +209,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
         result.stats.update(extra)
         if "encode_s" in extra:
             prune_refresh_cache(out, step)
-        if cfg.refresh_quantize != "none" and not state.get("quantize_checked"):
+        if cfg.refresh_quantize != "none" and cfg.refresh_guard and not state.get("quantize_checked"):
             result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens, batch_size=bs))
             state["quantize_checked"] = True
     if ddp is not None and ddp.active:
