@@ -69,9 +69,12 @@ def mine(
     if check_against:
         import numpy as np
 
+        from dpr_xrisk.quantize import check_sample, pool_overlap
+
+        # the fp32 mining covers only the questions compared (the corpus is encoded in full either way)
+        only = [sorted(r for _, r in check_sample(result.pools, np.random.default_rng(0)))]
         ref = refresh_pools(fp32, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
-                            filter_answers=not keep_answers, batch_size=bs)
-        from dpr_xrisk.quantize import pool_overlap
+                            filter_answers=not keep_answers, batch_size=bs, only=only)
 
         n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng(0))
         check = {"check_questions": n, "pool_overlap_vs_fp32": round(overlap, 4),
