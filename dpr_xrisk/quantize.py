@@ -209,20 +209,22 @@ def overlap_at_k(a, b) -> float:
     return sum(shares) / len(shares) if shares else 0.0
 
 
-def check_sample(pools, rng, n: int = 256) -> list[tuple[int, int]]:
-    """``n`` (set, row) pairs drawn with ``rng`` among the questions mined in ``pools``
-    (``RefreshResult.pools``; entries that are None were not mined)."""
+def check_rows(pools, rng, n: int = 256) -> list[list[int]]:
+    """Per set, the rows of ``n`` questions drawn with ``rng`` among those mined in ``pools``
+    (``RefreshResult.pools``; entries that are None were not mined): the questions a quality
+    check re-mines (``refresh_pools(..., only=...)``) and compares (:func:`pool_overlap`)."""
     flat = [(t, r) for t, qs in enumerate(pools) for r in range(len(qs)) if qs[r] is not None]
-    return [flat[i] for i in rng.permutation(len(flat))[:n]]
+    rows: list[list[int]] = [[] for _ in pools]
+    for i in rng.permutation(len(flat))[:n]:
+        rows[flat[i][0]].append(flat[i][1])
+    return [sorted(r) for r in rows]
 
 
-def pool_overlap(ref_pools, pools, rng, n: int = 256) -> tuple[int, float]:
+def pool_overlap(ref_pools, pools) -> tuple[int, float]:
     """(questions compared, mean overlap) of two minings' pools (``RefreshResult.pools``: per
-    training set, per question, [(id, score)]; None = not mined) on ``n`` questions drawn with
-    ``rng`` among those mined in both."""
-    flat = [(t, r) for t, qs in enumerate(ref_pools) for r in range(len(qs))
+    training set, per question, [(id, score)]; None = not mined) over the questions mined in both."""
+    both = [(t, r) for t, qs in enumerate(ref_pools) for r in range(len(qs))
             if qs[r] is not None and pools[t][r] is not None]
-    pick = rng.permutation(len(flat))[:n]
-    a = {int(i): [d for d, _ in ref_pools[flat[i][0]][flat[i][1]]] for i in pick}
-    b = {int(i): [d for d, _ in pools[flat[i][0]][flat[i][1]]] for i in pick}
-    return len(pick), overlap_at_k(a, b)
+    a = {i: [d for d, _ in ref_pools[t][r]] for i, (t, r) in enumerate(both)}
+    b = {i: [d for d, _ in pools[t][r]] for i, (t, r) in enumerate(both)}
+    return len(both), overlap_at_k(a, b)

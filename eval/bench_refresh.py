@@ -321,6 +321,16 @@ def ms(xs):
     return {"mean": statistics.fmean(xs), "std": statistics.stdev(xs) if len(xs) > 1 else 0.0}
 
 
+def guard_shares(r: dict) -> dict:
+    """The int8 quality guard's fp32 mining (first int8 refresh) of run ``r``: inside the train
+    wall, outside the refresh seconds; the share without it (steady state) and with it (all in)."""
+    guard = sum(e.get("int8_check_seconds", 0.0) for e in r.get("refreshes", []))
+    if not guard or "train_wall_s" not in r:
+        return {}
+    return {"guard_s": guard, "share_without_guard": r["refresh_seconds"] / (r["train_wall_s"] - guard),
+            "share_with_guard": (r["refresh_seconds"] + guard) / r["train_wall_s"]}
+
+
 def summarise(runs: dict) -> dict:
     out = {}
     for system, by_seed in runs.items():
@@ -328,16 +338,10 @@ def summarise(runs: dict) -> dict:
         if not recs:
             continue
         row = {"n": len(recs), **{k: ms([r["metrics"][k] for r in recs]) for k in METRICS}}
-        for r in recs:  # the int8 quality guard's fp32 mining (first int8 refresh): inside the train wall,
-            # outside the refresh seconds; the share is shown without it (steady state) and with it (all in)
-            guard = sum(e.get("int8_check_seconds", 0.0) for e in r.get("refreshes", []))
-            if guard and "train_wall_s" in r:
-                r["guard_s"] = guard
-                r["share_without_guard"] = r["refresh_seconds"] / (r["train_wall_s"] - guard)
-                r["share_with_guard"] = (r["refresh_seconds"] + guard) / r["train_wall_s"]
+        with_guard = [{**r, **guard_shares(r)} for r in recs]
         for key in ("train_wall_s", "train_cpu_s", "train_loop_s", "refresh_seconds", "refresh_share_of_process",
                     "guard_s", "share_without_guard", "share_with_guard"):
-            xs = [r[key] for r in recs if key in r]
+            xs = [r[key] for r in with_guard if key in r]
             if xs:
                 row[key] = ms(xs)
         if "train_wall_s" in recs[0]:

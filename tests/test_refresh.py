@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import SAMPLE, assert_same_weights, train_killed_at
+from conftest import SAMPLE, assert_same_weights, cli, train_killed_at
 from dpr_xrisk.answers import has_answer
 from dpr_xrisk.cli import app
 from dpr_xrisk.encoder import DualEncoder
@@ -272,3 +272,12 @@ def test_upcoming_rows_replays_the_training_draws():
         t = int(np.random.default_rng([5, step]).choice(2, p=weights))
         naive[t].update(order.next(t))
     assert got == [sorted(s) for s in naive] and all(got)
+
+
+def test_unknown_refresh_questions_is_a_one_line_error(tiny_model_dir, tmp_path):
+    with pytest.raises(InputError, match="unknown refresh_questions 'next'; valid: all, upcoming"):
+        TrainConfig(train=(TRAIN,), corpus=CORPUS, refresh_every=2, refresh_questions="next")
+    assert "unknown refresh_questions 'next'; valid: all, upcoming" in cli(
+        "train", "--model", tiny_model_dir, "--train", TRAIN, "--corpus", CORPUS, "--out", tmp_path / "m",
+        "--refresh-every", 2, "--refresh-questions", "next", code=2)
+    assert not (tmp_path / "m" / "train_log.jsonl").exists()

@@ -69,14 +69,13 @@ def mine(
     if check_against:
         import numpy as np
 
-        from dpr_xrisk.quantize import check_sample, pool_overlap
+        from dpr_xrisk.quantize import check_rows, pool_overlap
 
         # the fp32 mining covers only the questions compared (the corpus is encoded in full either way)
-        only = [sorted(r for _, r in check_sample(result.pools, np.random.default_rng(0)))]
         ref = refresh_pools(fp32, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
-                            filter_answers=not keep_answers, batch_size=bs, only=only)
-
-        n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng(0))
+                            filter_answers=not keep_answers, batch_size=bs,
+                            only=check_rows(result.pools, np.random.default_rng(0)))
+        n, overlap = pool_overlap(ref.pools, result.pools)
         check = {"check_questions": n, "pool_overlap_vs_fp32": round(overlap, 4),
                  "negatives_differing_share": round(1 - overlap, 4)}
         typer.echo(f"{quantize} vs fp32 on {n} questions: pool overlap {overlap:.3f} "

@@ -190,8 +190,8 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         pools, n = [], 0
         for s, rr in zip(sets, picked):
             set_pools: list = [None] * len(s.questions)
-            for r in rr:
-                q = s.questions[r]
+            for row in rr:
+                q = s.questions[row]
                 pos_tk = {store.tkeys[p] for p in q.positives}
                 hits = [(ids[r], float(sc)) for r, sc in zip(rows[n], scores[n]) if r >= 0]
                 first_pos = next((i for i, (d, _) in enumerate(hits) if d in q.positives), None)
@@ -216,7 +216,7 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                         stats["removed"]["margin"] += 1
                     else:
                         pool.append((d, sc))
-                set_pools[r] = pool
+                set_pools[row] = pool
                 n += 1
             pools.append(set_pools)
         t4 = time.perf_counter()

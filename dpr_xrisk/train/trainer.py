@@ -235,17 +235,15 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=N
     256 training questions (pool overlap; share of mined negatives that differ)."""
     import numpy as np
 
-    from dpr_xrisk.quantize import check_sample, pool_overlap
+    from dpr_xrisk.quantize import check_rows, pool_overlap
     from dpr_xrisk.train.refresh import refresh_pools
 
-    only: list[list[int]] = [[] for _ in sets]  # the fp32 mining covers the compared questions only
-    for t, r in check_sample(result.pools, np.random.default_rng([cfg.seed, 11])):
-        only[t].append(r)
+    only = check_rows(result.pools, np.random.default_rng([cfg.seed, 11]))  # fp32 mining of the compared questions
     ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                         skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
                         bf16=False, tokens=tokens, batch_size=batch_size,
                         only=only)  # fp32, as the guard says, whatever the training precision
-    n, overlap = pool_overlap(ref.pools, result.pools, np.random.default_rng([cfg.seed, 11]))
+    n, overlap = pool_overlap(ref.pools, result.pools)
     return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
             "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
 
@@ -557,7 +555,7 @@ def upcoming_rows(order: DataOrder, n_sets: int, weights, seed: int, start: int,
     """Per set, the question rows that steps ``start .. stop - 1`` will draw, found by replaying
     the training loop's draws (the set of step t from ``default_rng([seed, t])``, then
     ``order.next``) on a copy of ``order``: the questions a refresh at ``start`` must mine."""
-    sim = DataOrder(order.sizes, order.batch_size, order.seed, json.loads(json.dumps(order.state())))
+    sim = DataOrder(order.sizes, order.batch_size, order.seed, order.state())  # state(): fresh lists
     rows: list[set[int]] = [set() for _ in range(n_sets)]
     for step in range(start, stop):
         t = int(np.random.default_rng([seed, step]).choice(n_sets, p=weights))
