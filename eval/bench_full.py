@@ -53,6 +53,14 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "recommended": ("the shipped recipe (train --recipe recommended)", {"recipe": "recommended"}),
     "recommended-listwise": ("the recipe with the listwise loss (logistic pairwise loss)",
                              {"recipe": "recommended", "loss": "listwise", "pairwise_loss": "logistic"}),
+    # issue #13 on the shipped recipe: the same recipe with the refresh on the fast path that
+    # eval/RESULTS-refresh-fast4.md measured (half the corpus re-encoded per refresh, oldest first,
+    # at 64 word pieces, by an int8 copy of the current passage tower; only the questions the next
+    # window draws re-mined; the first int8 refresh's fp32 guard on)
+    "recommended-fast": ("the shipped recipe with the refresh on the fast path (int8, half corpus, 64 word pieces, "
+                         "upcoming questions)",
+                         {"recipe": "recommended", "refresh_fraction": 0.5, "refresh_max_length": 64,
+                          "refresh_quantize": "int8", "refresh_questions": "upcoming"}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time",
                    {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
 }
