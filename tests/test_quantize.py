@@ -121,6 +121,31 @@ def test_int8_refresh_under_bf16_training(tiny_model_dir, tmp_path):
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1
 
 
+def test_auto_refresh_quantize_is_int8_on_a_cpu_and_none_on_a_gpu(tiny_model_dir, tmp_path):
+    """refresh_quantize = "auto" (the recommended recipe's): int8 where training runs on the CPU,
+    recorded as such in the run's config.json; none on a GPU, where an explicit torch int8
+    refresh is a clear error (its int8 kernels are CPU-only) and an ONNX one is left to ONNX Runtime."""
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.trainer import refresh_quantize_on, train
+
+    cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
+                      max_steps=2, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="auto",
+                      refresh_guard=False)
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert refresh_quantize_on(cfg, cpu) == "int8" and refresh_quantize_on(cfg, cuda) == "none"
+    for value in ("none", "int8"):
+        assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize=value), cpu) == value
+    assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize="none"), cuda) == "none"
+    assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize="int8", refresh_backend="onnx"), cuda) == "int8"
+    with pytest.raises(InputError, match="refresh_quantize = 'int8' runs on the CPU only, and this run trains on cuda:0"):
+        refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize="int8"), cuda)
+    train(cfg, tmp_path / "m", progress=False)
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["refresh_quantize"] == "int8"
+    recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
+    assert len(recs) == 1 and recs[0]["calibration"] == [16, 64] and "quantize_s" in recs[0]
+
+
 def test_bad_quantize_options_are_one_line_errors(tiny_model_dir, tmp_path):
     assert "unknown quantize mode 'int4'; valid: int8, none" in cli(
         "encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "e", "--quantize", "int4",

@@ -15,6 +15,7 @@ from dpr_xrisk.errors import InputError, unknown_name
 NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "model", "none")  # model = mined with the initial encoder
 IN_BATCH_Q = ("uniform", "one")
 Q_RULES = ("joint", "separate")
+REFRESH_QUANTIZE = ("none", "int8", "auto")  # auto: int8 on a CPU, none on a GPU (resolved when training starts)
 NO_POSITIVE = ("skip", "fail")
 ESTIMATORS = ("minibatch", "fcco")
 
@@ -79,9 +80,10 @@ class TrainConfig:
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
     refresh_margin: float | None = None  # drop candidates scoring above (1 - m) * s(positive)
-    refresh_quantize: str = "none"  # none | int8: encode the refresh corpus with an int8 copy of the current
-    #   passage tower, made at each refresh (CPU; faster where bfloat16 is slow); the first refresh also
-    #   mines 256 questions in fp32 and logs how far the int8 pools differ (refresh_guard)
+    refresh_quantize: str = "none"  # none | int8 | auto: encode the refresh corpus with an int8 copy of the
+    #   current passage tower, made at each refresh (CPU only; faster where bfloat16 is slow); the first refresh
+    #   also mines 256 questions in fp32 and logs how far the int8 pools differ (refresh_guard); auto = int8
+    #   when training runs on the CPU, none on a GPU (the run's config.json records which)
     refresh_guard: bool = True  # with refresh_quantize = "int8": the first refresh's quality guard (the fp32
     #   mining above; its pools are compared, never used); off saves its one-time cost, an fp32 encoding of
     #   the corpus (31-37 s on 1,543 passages, a tenth of a 64-step run in eval/RESULTS-refresh-fast4.md)
@@ -144,8 +146,8 @@ class TrainConfig:
             raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
         if self.batch_size // self.grad_accum < 2:
             raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
-        if self.refresh_quantize not in ("none", "int8"):
-            raise unknown_name("refresh_quantize", self.refresh_quantize, ("none", "int8"))
+        if self.refresh_quantize not in REFRESH_QUANTIZE:
+            raise unknown_name("refresh_quantize", self.refresh_quantize, REFRESH_QUANTIZE)
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise unknown_name("precision", self.precision, ("fp32", "bf16", "fp16"))
         if self.grad_cache_chunk is not None and not 1 <= self.grad_cache_chunk <= self.batch_size // self.grad_accum:

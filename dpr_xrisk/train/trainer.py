@@ -318,6 +318,18 @@ def evaluate_dev(encoder, cfg: TrainConfig, dev_questions, dev_corpus) -> dict:
     return {f"top{k_}": v for k_, v in dpr_topk_accuracy(hits, cfg.eval_ks).items()}
 
 
+def refresh_quantize_on(cfg: TrainConfig, device: torch.device) -> str:
+    """``cfg.refresh_quantize`` for a run on ``device``: ``auto`` is int8 on the CPU and none
+    elsewhere; an explicit int8 torch refresh on a GPU is refused (its int8 kernels are CPU-only)."""
+    on_cpu = device.type == "cpu"
+    if cfg.refresh_quantize == "auto":
+        return "int8" if on_cpu else "none"
+    if cfg.refresh_quantize == "int8" and cfg.refresh_backend == "torch" and not on_cpu:
+        raise InputError(f"refresh_quantize = 'int8' runs on the CPU only, and this run trains on {device}; "
+                         "use 'auto' (int8 on a CPU, none on a GPU) or 'none'")
+    return cfg.refresh_quantize
+
+
 def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress: bool = True, on_step=None) -> dict:
     """Train and return a summary; ``on_step(step)`` is a test hook called after each step."""
     from tqdm import tqdm
@@ -335,7 +347,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     ddp = Dist.from_env(device.type)
     precision = resolve_precision(cfg.precision, device, cfg.bf16, warn=ddp.main)
     # the encoders of refresh and dev evaluation follow the training precision's bfloat16 switch
-    cfg = dataclasses.replace(cfg, bf16=precision == "bf16")
+    cfg = dataclasses.replace(cfg, bf16=precision == "bf16", refresh_quantize=refresh_quantize_on(cfg, device))
     use_tf32(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
