@@ -4,6 +4,9 @@ recommended recipe's wall time, against zero-shot MiniLM and BM25, dense and hyb
 
     python eval/bench_full.py                    # every system, seeds 0 1; resumable
     python eval/bench_full.py --tiny             # the whole pipeline on a toy slice (minutes), for checking
+    python eval/bench_full.py --bf16 --systems recommended-fast dpr-eqwall-fast --seeds 1
+                                                 # the recipe with its fast refresh (shipped since 2026-12-02)
+                                                 # and the DPR recipe at its wall time
 
 Data (eval/work/full/, git-ignored; ``dpr-xrisk convert squad --test-fraction 0.25 --seed 0``):
 - training: every question of the 36 training articles except a held-out dev slice of
@@ -50,7 +53,8 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "zero-shot": ("MiniLM, no training", None),
     "dpr": ("DPR recipe: InfoNCE + 1 BM25 hard negative (BM25 over the training corpus), in-batch negatives",
             {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
-    "recommended": ("the shipped recipe (train --recipe recommended)", {"recipe": "recommended"}),
+    "recommended": ("the shipped recipe before its fast refresh (train --recipe recommended, PINNED below)",
+                    {"recipe": "recommended"}),
     "recommended-listwise": ("the recipe with the listwise loss (logistic pairwise loss)",
                              {"recipe": "recommended", "loss": "listwise", "pairwise_loss": "logistic"}),
     # issue #13 on the shipped recipe: the same recipe with the refresh on the fast path that
@@ -63,7 +67,17 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
                           "refresh_quantize": "int8", "refresh_questions": "upcoming"}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time",
                    {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
+    "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time",
+                        {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
 }
+# The recipe's refresh as these two systems ran it, before the recipe moved to the fast path
+# (2026-12-02): every passage re-encoded at 128 word pieces at the training precision, every
+# question re-mined. Applied when they train, not part of their settings, so their finished runs
+# stay theirs; fraction 1.0 re-encodes every passage (the unset value cannot be written in TOML).
+PINNED = {"refresh_fraction": 1.0, "refresh_max_length": 128, "refresh_quantize": "none", "refresh_questions": "all"}
+PINNED_SYSTEMS = ("recommended", "recommended-listwise")
+# equal-wall-time DPR runs -> the system whose loop time sizes them
+EQWALL = {"dpr-eqwall": "recommended", "dpr-eqwall-fast": "recommended-fast"}
 
 
 def prepare(args) -> dict:
@@ -197,7 +211,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     model: str | Path = "minilm"
     if spec is not None:
         model = d
-        cfg = {k: v for k, v in spec.items() if k != "recipe"}
+        cfg = {**(PINNED if system in PINNED_SYSTEMS else {}), **{k: v for k, v in spec.items() if k != "recipe"}}
         cfg.update(train=[data["train"]], corpus=data["train_corpus"], dev=data["dev"], dev_corpus=data["dev_corpus"],
                    batch_size=args.batch_size,
                    epochs=args.epochs, seed=seed, threads=args.threads, save_every=args.save_every,
@@ -376,25 +390,25 @@ def main() -> None:
             if SYSTEMS[system][1] is None and seed != args.seeds[0]:
                 continue
             steps = None
-            if system == "dpr-eqwall":  # steps matched to the recommended recipe's loop time
-                # (the first seed's recommended run; DPR's time per step from the dpr run of
+            if system in EQWALL:  # steps matched to the reference recipe's loop time
+                # (the first seed's reference run; DPR's time per step from the dpr run of
                 # --eqwall-dpr-seed, by default the same seed), both less what other jobs added
+                ref = EQWALL[system]
                 dpr_seed = args.seeds[0] if args.eqwall_dpr_seed is None else args.eqwall_dpr_seed
-                r = recs.get("recommended", {}).get(args.seeds[0])
+                r = recs.get(ref, {}).get(args.seeds[0])
                 a = recs.get("dpr", {}).get(dpr_seed)
                 if not (r and a and "undisturbed_loop_s" in r and "undisturbed_loop_s" in a):
-                    print(f"[dpr-eqwall] waits for recommended (seed {args.seeds[0]}) and dpr (seed {dpr_seed})",
-                          flush=True)
+                    print(f"[{system}] waits for {ref} (seed {args.seeds[0]}) and dpr (seed {dpr_seed})", flush=True)
                     continue
                 kinds = [cpu_kind_of(x) for x in (r, a)]
                 if dpr_seed != args.seeds[0] and (None in kinds or kinds[0] != kinds[1]):
-                    print(f"[dpr-eqwall] not run: recommended seed {args.seeds[0]} and dpr seed {dpr_seed} ran on other "
+                    print(f"[{system}] not run: {ref} seed {args.seeds[0]} and dpr seed {dpr_seed} ran on other "
                           "(or unrecorded) kinds of CPU; their loop times do not compare", flush=True)
                     continue
                 r_s, a_s = r["undisturbed_loop_s"], a["undisturbed_loop_s"]
                 steps = max(1, round(a["steps"] * r_s / a_s))
-                print(f"[dpr-eqwall] {steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of "
-                      f"recommended seed {args.seeds[0]} and dpr seed {dpr_seed}, less what other jobs added)", flush=True)
+                print(f"[{system}] {steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of "
+                      f"{ref} seed {args.seeds[0]} and dpr seed {dpr_seed}, less what other jobs added)", flush=True)
             rec = one_run(args, data, system, seed, steps)
             recs.setdefault(system, {})[seed if SYSTEMS[system][1] else -1] = rec
             out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,
