@@ -480,10 +480,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                 state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state,
                                                     progress=progress, only=upcoming(step))
                 t0 = time.perf_counter()
-            rng = np.random.default_rng([cfg.seed, step])
+            rng, t = step_draw(cfg.seed, step, weights)
             # dropout of step t, independent of history; each rank its own stream under torchrun
             torch.manual_seed(cfg.seed * 1_000_003 + step + (7_919_993 * ddp.rank if ddp.active else 0))
-            t = int(rng.choice(len(sets), p=weights))
             rows = order.next(t)
             total_loss = 0.0
             for m in range(cfg.grad_accum):
@@ -563,14 +562,21 @@ def weight_margin(cfg: TrainConfig, tau: float, corpus_size: int | None, normali
     return cfg.zeta_scale * tau * math.log(max(1.0, corpus_size / n_b))
 
 
+def step_draw(seed: int, step: int, weights) -> tuple[np.random.Generator, int]:
+    """Step ``step``'s random stream and the training set it trains on (the stream's first draw,
+    by ``weights``): one rule for the training loop and :func:`upcoming_rows`' replay of it."""
+    rng = np.random.default_rng([seed, step])
+    return rng, int(rng.choice(len(weights), p=weights))
+
+
 def upcoming_rows(order: DataOrder, n_sets: int, weights, seed: int, start: int, stop: int) -> list[list[int]]:
     """Per set, the question rows that steps ``start .. stop - 1`` will draw, found by replaying
-    the training loop's draws (the set of step t from ``default_rng([seed, t])``, then
-    ``order.next``) on a copy of ``order``: the questions a refresh at ``start`` must mine."""
+    the training loop's draws (:func:`step_draw`, then ``order.next``) on a copy of ``order``:
+    the questions a refresh at ``start`` must mine."""
     sim = DataOrder(order.sizes, order.batch_size, order.seed, order.state())  # state(): fresh lists
     rows: list[set[int]] = [set() for _ in range(n_sets)]
     for step in range(start, stop):
-        t = int(np.random.default_rng([seed, step]).choice(n_sets, p=weights))
+        t = step_draw(seed, step, weights)[1]
         rows[t].update(sim.next(t))
     return [sorted(r) for r in rows]
 
