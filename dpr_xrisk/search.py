@@ -5,6 +5,7 @@ Runs are ``{qid: [(docid, score), ...]}`` in rank order (see :mod:`dpr_xrisk.io.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -100,6 +101,68 @@ def fuse(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, 
         ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
         out[qid] = ranked
     return out
+
+
+# the interpolation weights `tune-fusion` tries by default: BM25 from a tenth of the dense weight
+# to five times it (scores min-max centred first, so 1.0 weighs the two lists equally)
+ALPHA_GRID = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)
+
+
+def per_question_metrics(run, qids: Sequence[str], qrels=None, questions=None, passages=None,
+                         ks: Sequence[int] = (1, 5, 20), qrels_ks: Sequence[int] = (10,)) -> dict[str, dict[str, float]]:
+    """metric -> qid -> value over the labelled questions ``qids``: DPR top-k answer flags (0/1,
+    from ``questions`` with answers and ``passages``: docid -> (title, text)) and, with ``qrels``,
+    recall/MRR/nDCG@k by the judgements. A question absent from the run scores 0 (trec_eval -c)."""
+    from dpr_xrisk.evaluate import answer_hits
+    from dpr_xrisk.metrics import per_query
+
+    out: dict[str, dict[str, float]] = {}
+    if questions is not None:
+        wanted = set(qids)
+        hits = answer_hits(run, None, [q for q in questions if q.qid in wanted], passages)
+        first = {q: next((i for i, f in enumerate(fl) if f), None) for q, fl in hits.items()}
+        for k in ks:
+            out[f"top{k}"] = {q: float(first[q] is not None and first[q] < k) for q in qids}
+    if qrels is not None:
+        scored = {q: dict(run.get(q, ())) for q in qids}
+        judged = {q: qrels[q] for q in qids}
+        for metric in ("mrr", "recall", "ndcg"):
+            for k in qrels_ks:
+                vals = per_query(judged, scored, metric, k)
+                out[f"{metric}@{k}"] = {q: vals.get(q, 0.0) for q in qids}
+    return out
+
+
+def tune_alpha(dense, sparse, score, metric: str, grid: Sequence[float] = ALPHA_GRID, k: int = 100) -> dict:
+    """Fuse ``dense`` and ``sparse`` by RRF and by interpolation at every alpha of ``grid``, score
+    each with ``score(run) -> {metric: {qid: value}}`` (e.g. :func:`per_question_metrics`) and
+    pick the interpolation weight with the highest mean ``metric`` (ties: the alpha nearest 1.0,
+    equal weights). Returns ``{"metric", "best_alpha", "rows": [{"fusion", "alpha", "means",
+    "per_question"}]}``; RRF is scored beside the grid, never chosen."""
+    bad = [a for a in grid if not (a >= 0.0 and np.isfinite(a))]
+    if bad or not grid:
+        raise InputError(f"--alpha values must be finite and >= 0, got {bad[0] if bad else 'none'}")
+    rows = []
+    for fusion, alpha in [("rrf", None)] + [("interpolation", float(a)) for a in sorted(set(grid))]:
+        pq = score(fuse(dense, sparse, method=fusion, alpha=alpha or 0.0, k=k))
+        if metric not in pq:
+            raise unknown_name("metric", metric, tuple(pq))
+        rows.append({"fusion": fusion, "alpha": alpha, "per_question": pq,
+                     "means": {m: sum(v.values()) / len(v) for m, v in pq.items()}})
+    return {"metric": metric, "best_alpha": best_alpha(rows, metric), "rows": rows}
+
+
+def best_alpha(rows: Sequence[dict], metric: str, qids: Sequence[str] | None = None) -> float:
+    """The interpolation weight of ``rows`` (as :func:`tune_alpha` returns them) with the highest
+    mean ``metric`` over ``qids`` (default: every scored question); ties go to the alpha nearest
+    1.0. With ``qids`` a subset, this is the choice a held-out fold gets (cross-validation)."""
+    def mean(r):
+        v = r["per_question"][metric]
+        return sum(v[q] for q in qids) / len(qids) if qids is not None else sum(v.values()) / len(v)
+
+    interp = [r for r in rows if r["fusion"] == "interpolation"]
+    best = max(interp, key=lambda r: (mean(r), -abs(math.log(r["alpha"])) if r["alpha"] > 0 else -math.inf))
+    return best["alpha"]
 
 
 def _centre(scores: dict) -> dict:

@@ -116,6 +116,103 @@ def fuse_runs(
     write_outputs(run, read_questions(queries), corpus, out_run, out_json, f"hybrid-{fusion}")
 
 
+def tune_fusion(
+    dense: Annotated[Path, typer.Option(help="Dense run of labelled (dev) questions: TREC or DPR JSON.")],
+    sparse: Annotated[Path, typer.Option(help="BM25 run of the same questions: TREC or DPR JSON.")],
+    qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC or BEIR qrels of the questions: MRR@k, recall@k, nDCG@k.")] = None,
+    answers: Annotated[Optional[Path], typer.Option("--answers", "-a", help="Questions with answers (DPR QA .tsv, .jsonl, biencoder .json): DPR top-k accuracy; needs --corpus.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts, for --answers.")] = None,
+    metric: Annotated[Optional[str], typer.Option(help="What alpha is chosen by: mrr@10, top5, recall@10, ... (default: mrr@10 with --qrels, else top5).")] = None,
+    alpha: Annotated[Optional[list[float]], typer.Option("--alpha", help="Interpolation weights to try; repeat (default: 0.1 0.2 0.3 0.5 0.7 1 1.5 2 3 5).")] = None,
+    k: K = 100,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every candidate's scores and the choice as JSON here.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Also write a PNG: each metric against alpha, RRF as a line.")] = None,
+):
+    """Choose the hybrid's interpolation weight on labelled questions (a dev set, never the test set).
+
+    Fuses the two runs by RRF and by interpolation at every --alpha, scores each on the labelled
+    questions, prints the table and the alpha with the best --metric, to pass to
+    `fuse`/`search --fusion interpolation --alpha`.
+    """
+    import shlex
+    import sys
+
+    from dpr_xrisk.encode import provenance
+    from dpr_xrisk.errors import InputError
+    from dpr_xrisk.evaluate import read_any_run
+    from dpr_xrisk.io.common import write_json
+    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.trec import read_qrels
+    from dpr_xrisk.search import ALPHA_GRID, load_passage_texts, per_question_metrics, tune_alpha
+
+    if qrels is None and answers is None:
+        raise InputError("nothing to tune on: give --qrels and/or --answers (with --corpus) for the runs' questions")
+    if answers is not None and corpus is None:
+        raise InputError("--answers needs --corpus (the passage texts the answers are matched in)")
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise InputError("--plot writes a PNG image: give a path ending in .png", plot)
+    metric = metric or ("mrr@10" if qrels is not None else "top5")
+    d_run, s_run = read_any_run(dense)[0], read_any_run(sparse)[0]
+    judged = read_qrels(qrels) if qrels is not None else None
+    questions = read_questions(answers) if answers is not None else None
+    labelled = None
+    if judged is not None:
+        labelled = [q for q, docs in judged.items() if any(r >= 1 for r in docs.values())]
+        if not labelled:
+            raise InputError("the qrels hold no relevant judgement (relevance >= 1)", qrels)
+    if questions is not None:
+        asked = [q.qid for q in questions]
+        if labelled is not None and set(asked) != set(labelled):
+            raise InputError(f"--answers and --qrels label different questions ({len(asked)} vs {len(labelled)}); "
+                             "give the same questions to both, or only one of them")
+        labelled = asked
+    missing = [q for q in labelled if q not in d_run and q not in s_run]
+    if missing:
+        raise InputError(f"{len(missing)} of {len(labelled)} labelled question(s) are in neither run, "
+                         f"e.g. {missing[0]!r}: search the same questions the labels are for")
+    unlabelled = len((d_run.keys() | s_run.keys()) - set(labelled))
+    if unlabelled:
+        typer.echo(f"note: {unlabelled} run question(s) have no label and are not used", err=True)
+    ks = sorted({1, 5, 20, *( [int(metric[3:])] if metric.startswith("top") and metric[3:].isdigit() else [])})
+    qks = sorted({10, *([int(metric.split("@")[1])] if "@" in metric and metric.split("@")[1].isdigit() else [])})
+    passages = None
+    if questions is not None:
+        wanted = {d for run in (d_run, s_run) for hits in run.values() for d, _ in hits}
+        passages = load_passage_texts(corpus, wanted)
+        absent = wanted - passages.keys()
+        if absent:
+            raise InputError(f"the runs name {len(absent)} passage(s) not in the corpus, e.g. {sorted(absent)[0]!r}", corpus)
+
+    def score(run):
+        return per_question_metrics(run, labelled, qrels=judged, questions=questions, passages=passages, ks=ks, qrels_ks=qks)
+
+    result = tune_alpha(d_run, s_run, score, metric, grid=alpha or ALPHA_GRID, k=k)
+    cols = list(result["rows"][0]["means"])
+    typer.echo(f"{'fusion':<20}  " + "  ".join(f"{c:>9}" for c in cols))
+    for r in result["rows"]:
+        name = "rrf" if r["fusion"] == "rrf" else f"interpolation {r['alpha']:g}"
+        mark = "  <- best " + metric if r["fusion"] == "interpolation" and r["alpha"] == result["best_alpha"] else ""
+        typer.echo(f"{name:<20}  " + "  ".join(f"{r['means'][c]:>9.4f}" for c in cols) + mark)
+    typer.echo(f"{len(labelled)} labelled questions; best {metric}: alpha {result['best_alpha']:g} -> "
+               f"dpr-xrisk fuse --fusion interpolation --alpha {result['best_alpha']:g}")
+    if out is not None:
+        rows = [{k_: v for k_, v in r.items() if k_ != "per_question"} for r in result["rows"]]
+        write_json(out, {"metric": metric, "best_alpha": result["best_alpha"], "questions": len(labelled), "rows": rows,
+                         "command": shlex.join(["dpr-xrisk", *sys.argv[1:]]),
+                         "inputs": provenance(dense=dense, sparse=sparse, qrels=qrels, answers=answers, corpus=corpus)})
+        typer.echo(f"wrote {out}", err=True)
+    if plot is not None:
+        from dpr_xrisk.io.common import atomic_write
+        from dpr_xrisk.report.charts import fusion_chart
+
+        shown = [metric] + [c for c in cols if c != metric and c in ("top5", "top20", "mrr@10")]
+        png = fusion_chart(result["rows"], list(dict.fromkeys(shown)), result["best_alpha"], metric)
+        with atomic_write(plot, "wb") as f:
+            f.write(png)
+        typer.echo(f"wrote {plot}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     app.command(rich_help_panel="Dense pipeline")(search)
     app.command("fuse", rich_help_panel="Dense pipeline")(fuse_runs)
+    app.command("tune-fusion", rich_help_panel="Dense pipeline")(tune_fusion)

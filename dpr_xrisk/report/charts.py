@@ -20,6 +20,7 @@ SIZES = {  # inches (width, height); pixels = inches * DPI
     "refresh": (9.0, 9.5),
     "fcco": (9.0, 9.5),
     "compare": (11.0, 5.0),
+    "fusion": (9.0, 5.5),
 }
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf")
@@ -320,3 +321,28 @@ def write_quick_eval_chart(results: Sequence[dict], path) -> None:
     png = quick_eval_chart(results)
     with atomic_write(path, "wb") as f:
         f.write(png)
+
+
+def fusion_chart(rows: Sequence[dict], metrics: Sequence[str], best_alpha: float, chosen_by: str) -> bytes:
+    """``dpr-xrisk tune-fusion --plot``: each metric against the interpolation weight alpha (log
+    axis), RRF as a dashed line of the same colour, the chosen alpha marked."""
+    fig, axes = _figure("fusion")
+    ax = axes[0][0]
+    interp = [r for r in rows if r["fusion"] == "interpolation"]
+    rrf = next((r for r in rows if r["fusion"] == "rrf"), None)
+    positive = [r for r in interp if r["alpha"] > 0]
+    for i, m in enumerate(metrics):
+        c = COLORS[i % len(COLORS)]
+        ax.plot([r["alpha"] for r in positive], [r["means"][m] for r in positive], marker=MARKERS[i % len(MARKERS)],
+                color=c, label=f"{m} (interpolation)")
+        if rrf is not None:
+            ax.axhline(rrf["means"][m], color=c, linestyle="--", linewidth=1.0, label=f"{m} (RRF)")
+    if best_alpha > 0:
+        ax.axvline(best_alpha, **REFRESH_STYLE, label=f"chosen alpha {best_alpha:g} (best {chosen_by})")
+    ax.set_xscale("log")
+    ax.set_xlabel("alpha: weight of BM25 against dense (both min-max centred; 1 = equal)")
+    ax.set_ylabel("score on the labelled questions")
+    ax.set_title("Hybrid fusion: interpolation weight vs RRF")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return _png(fig)
