@@ -109,20 +109,35 @@ ALPHA_GRID = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)
 
 
 def per_question_metrics(run, qids: Sequence[str], qrels=None, questions=None, passages=None,
-                         ks: Sequence[int] = (1, 5, 20), qrels_ks: Sequence[int] = (10,)) -> dict[str, dict[str, float]]:
+                         ks: Sequence[int] = (1, 5, 20), qrels_ks: Sequence[int] = (10,),
+                         answer_cache: dict | None = None) -> dict[str, dict[str, float]]:
     """metric -> qid -> value over the labelled questions ``qids``: DPR top-k answer flags (0/1,
     from ``questions`` with answers and ``passages``: docid -> (title, text)) and, with ``qrels``,
-    recall/MRR/nDCG@k by the judgements. A question absent from the run scores 0 (trec_eval -c)."""
-    from dpr_xrisk.evaluate import answer_hits
+    recall/MRR/nDCG@k by the judgements. A question absent from the run scores 0 (trec_eval -c).
+    ``answer_cache`` ((qid, docid) -> has_answer), shared between calls, matches each pair once."""
     from dpr_xrisk.metrics import per_query
 
     out: dict[str, dict[str, float]] = {}
     if questions is not None:
         wanted = set(qids)
-        hits = answer_hits(run, None, [q for q in questions if q.qid in wanted], passages)
-        first = {q: next((i for i, f in enumerate(fl) if f), None) for q, fl in hits.items()}
+        depth = max(ks)  # the flags below the deepest cut-off change nothing
+        cache = {} if answer_cache is None else answer_cache
+        first = {}
+        for q in questions:
+            if q.qid not in wanted:
+                continue
+            first[q.qid] = None
+            for i, (doc, _) in enumerate(list(run.get(q.qid, ()))[:depth]):
+                key = (q.qid, doc)
+                if key not in cache:
+                    if doc not in passages:
+                        raise InputError(f"run names passage {doc!r}, which is not in the corpus")
+                    cache[key] = has_answer(passages[doc][1], q.answers)
+                if cache[key]:
+                    first[q.qid] = i
+                    break
         for k in ks:
-            out[f"top{k}"] = {q: float(first[q] is not None and first[q] < k) for q in qids}
+            out[f"top{k}"] = {q: float(first.get(q) is not None and first[q] < k) for q in qids}
     if qrels is not None:
         scored = {q: dict(run.get(q, ())) for q in qids}
         judged = {q: qrels[q] for q in qids}

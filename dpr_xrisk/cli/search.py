@@ -183,8 +183,11 @@ def tune_fusion(
         if absent:
             raise InputError(f"the runs name {len(absent)} passage(s) not in the corpus, e.g. {sorted(absent)[0]!r}", corpus)
 
+    matched: dict = {}  # (qid, docid) -> has_answer, shared by the candidates
+
     def score(run):
-        return per_question_metrics(run, labelled, qrels=judged, questions=questions, passages=passages, ks=ks, qrels_ks=qks)
+        return per_question_metrics(run, labelled, qrels=judged, questions=questions, passages=passages, ks=ks,
+                                    qrels_ks=qks, answer_cache=matched)
 
     result = tune_alpha(d_run, s_run, score, metric, grid=alpha or ALPHA_GRID, k=k)
     cols = list(result["rows"][0]["means"])
