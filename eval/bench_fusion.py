@@ -164,12 +164,7 @@ def write(args, rows, paired, bm25, qids, folds) -> None:
         lines.append(f"| {p['run']} | {p['what']} | " + " | ".join(
             f"{100 * p[m][0]:+.1f} [{100 * p[m][1]:+.1f}, {100 * p[m][2]:+.1f}]" for m in METRICS) + " |")
     lines.append("")
-    keep = ""
-    if args.out.exists():  # hand-written observations below the marker survive a rerun
-        old = args.out.read_text(encoding="utf-8")
-        if "\n## Observations" in old:
-            keep = old[old.index("\n## Observations"):]
-    args.out.write_text("\n".join(lines) + keep, encoding="utf-8")
+    common.write_report(args.out, "\n".join(lines))  # the hand-written Observations survive
     common.RESULTS.mkdir(exist_ok=True)
     (common.RESULTS / "bench_fusion.json").write_text(json.dumps({"rows": rows, "paired": paired}, indent=1) + "\n")
     print(f"wrote {args.out}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from dpr_xrisk.errors import InputError, unknown_name

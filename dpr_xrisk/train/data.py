@@ -11,11 +11,9 @@ draws h of them with known q.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from dpr_xrisk.answers import has_answer
 from dpr_xrisk.errors import InputError
