@@ -9,7 +9,7 @@ from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson,
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
-Alpha = Annotated[float, typer.Option(help="Weight of BM25 in interpolation.", rich_help_panel=Hybrid)]
+Alpha = Annotated[float, typer.Option(help="Weight of BM25 in interpolation (both lists min-max centred first, so 1 weighs them equally); choose it on dev questions with `tune-fusion`.", rich_help_panel=Hybrid)]
 
 
 def search(
