@@ -114,7 +114,8 @@ def per_question_metrics(run, qids: Sequence[str], qrels=None, questions=None, p
     """metric -> qid -> value over the labelled questions ``qids``: DPR top-k answer flags (0/1,
     from ``questions`` with answers and ``passages``: docid -> (title, text)) and, with ``qrels``,
     recall/MRR/nDCG@k by the judgements. A question absent from the run scores 0 (trec_eval -c).
-    ``answer_cache`` ((qid, docid) -> has_answer), shared between calls, matches each pair once."""
+    ``answer_cache`` ((answers, docid) -> has_answer), shared between calls over one corpus,
+    matches each pair once."""
     from dpr_xrisk.metrics import per_query
 
     out: dict[str, dict[str, float]] = {}
@@ -128,7 +129,7 @@ def per_question_metrics(run, qids: Sequence[str], qrels=None, questions=None, p
                 continue
             first[q.qid] = None
             for i, (doc, _) in enumerate(list(run.get(q.qid, ()))[:depth]):
-                key = (q.qid, doc)
+                key = (tuple(q.answers), doc)  # the flag depends on the answers, not on the id
                 if key not in cache:
                     if doc not in passages:
                         raise InputError(f"run names passage {doc!r}, which is not in the corpus")

@@ -177,3 +177,30 @@ def test_best_alpha_on_a_subset_is_the_subsets_argmax():
     assert best_alpha(rows, "m") == 0.5  # RRF is never chosen, however good
     assert best_alpha(rows, "m", ["b"]) == 2.0
     assert best_alpha(rows, "m", ["a"]) == 0.5
+
+
+def test_the_answer_cache_is_keyed_by_the_answers_not_the_question_id():
+    from dpr_xrisk.io.questions import Question
+
+    run = {"q": [("p", 1.0)]}
+    passages = {"p": ("", "the alpha particle")}
+    cache: dict = {}
+    first = per_question_metrics(run, ["q"], questions=[Question("q", "?", ("alpha",))], passages=passages,
+                                 ks=(1,), answer_cache=cache)
+    again = per_question_metrics(run, ["q"], questions=[Question("q", "?", ("beta",))], passages=passages,
+                                 ks=(1,), answer_cache=cache)
+    assert first["top1"]["q"] == 1.0 and again["top1"]["q"] == 0.0
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"id": "0", "question": "a?", "answers": ["x"]}', '{"id": "0", "question": "b?", "answers": ["y"]}'],
+     "repeats question ids"),
+    (['{"id": "0", "question": "a?", "answers": []}', '{"id": "1", "question": "b?", "answers": ["y"]}'],
+     "1 question(s) of --answers have no answer"),
+])
+def test_answers_that_cannot_score_are_refused(sample_runs, tmp_path, lines, message):
+    dense, sparse = sample_runs
+    (tmp_path / "q.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = cli("tune-fusion", "--dense", dense, "--sparse", sparse, "--answers", tmp_path / "q.jsonl",
+              "--corpus", SAMPLE / "passages.tsv", code=2)
+    assert message in out

@@ -162,6 +162,12 @@ def tune_fusion(
             raise InputError("the qrels hold no relevant judgement (relevance >= 1)", qrels)
     if questions is not None:
         asked = [q.qid for q in questions]
+        if len(set(asked)) != len(asked):
+            raise InputError(f"--answers repeats question ids ({len(asked) - len(set(asked))} duplicate(s))", answers)
+        bare = [q.qid for q in questions if not any(a.strip() for a in q.answers)]
+        if bare:
+            raise InputError(f"{len(bare)} question(s) of --answers have no answer, e.g. {bare[0]!r}: "
+                             "top-k accuracy would be 0 for every weight (tune on --qrels instead)", answers)
         if labelled is not None and set(asked) != set(labelled):
             raise InputError(f"--answers and --qrels label different questions ({len(asked)} vs {len(labelled)}); "
                              "give the same questions to both, or only one of them")
@@ -183,7 +189,7 @@ def tune_fusion(
         if absent:
             raise InputError(f"the runs name {len(absent)} passage(s) not in the corpus, e.g. {sorted(absent)[0]!r}", corpus)
 
-    matched: dict = {}  # (qid, docid) -> has_answer, shared by the candidates
+    matched: dict = {}  # (answers, docid) -> has_answer, shared by the candidates
 
     def score(run):
         return per_question_metrics(run, labelled, qrels=judged, questions=questions, passages=passages, ks=ks,
