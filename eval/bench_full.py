@@ -401,7 +401,9 @@ def main() -> None:
                     print(f"[{system}] waits for {ref} (seed {args.seeds[0]}) and dpr (seed {dpr_seed})", flush=True)
                     continue
                 kinds = [cpu_kind_of(x) for x in (r, a)]
-                if dpr_seed != args.seeds[0] and (None in kinds or kinds[0] != kinds[1]):
+                # two recorded kinds, or one recorded and one not, must agree; two unrecorded ones
+                # are the legacy runs of one invocation of one seed (both on one machine)
+                if kinds[0] != kinds[1] or (dpr_seed != args.seeds[0] and None in kinds):
                     print(f"[{system}] not run: {ref} seed {args.seeds[0]} and dpr seed {dpr_seed} ran on other "
                           "(or unrecorded) kinds of CPU; their loop times do not compare", flush=True)
                     continue
