@@ -30,12 +30,15 @@ def read_any_run(path: str | Path) -> tuple[dict, dict | None]:
     raise InputError("unknown run format; valid: .json (DPR retrieval), .trec/.txt/.run (TREC run)", p)
 
 
-def answer_hits(run, records, questions=None, passages=None, regex: bool = False) -> dict[str, list[bool]]:
+def answer_hits(run, records, questions=None, passages=None, regex: bool = False, depth: int | None = None,
+                cache: dict | None = None) -> dict[str, list[bool]]:
     """Per-question has_answer flags in rank order.
 
     From DPR records: the stored ``has_answer`` when present, else the answer match on the
     context text after its title line (exactly pyserini's rule). From a TREC run: answers from
-    ``questions`` and passage texts from ``passages`` (docid -> (title, text)).
+    ``questions`` and passage texts from ``passages`` (docid -> (title, text)), the first
+    ``depth`` ranks only if given; ``cache`` ((answers, docid) -> flag, one corpus), shared
+    between calls, matches each pair once.
     """
     hits = {}
     if records is not None:
@@ -51,14 +54,27 @@ def answer_hits(run, records, questions=None, passages=None, regex: bool = False
         return hits
     if questions is None or passages is None:
         raise InputError("DPR accuracy from a TREC run needs --answers (questions with answers) and --corpus")
+    cache = {} if cache is None else cache
     for q in questions:
         flags = []
-        for docid, _ in run.get(q.qid, ()):
-            if docid not in passages:
-                raise InputError(f"run names passage {docid!r}, which is not in the corpus")
-            flags.append(has_answer(passages[docid][1], q.answers, regex))
+        for docid, _ in list(run.get(q.qid, ()))[:depth]:
+            key = (tuple(q.answers), regex, docid)  # the flag depends on the answers, not on the id
+            if key not in cache:
+                if docid not in passages:
+                    raise InputError(f"run names passage {docid!r}, which is not in the corpus")
+                cache[key] = has_answer(passages[docid][1], q.answers, regex)
+            flags.append(cache[key])
         hits[q.qid] = flags
     return hits
+
+
+def judged_questions(qrels, path=None) -> list[str]:
+    """The qrels' questions with at least one relevant judgement (relevance >= 1): the questions
+    the qrels metrics average over; none is an error."""
+    judged = [q for q, docs in qrels.items() if any(r >= 1 for r in docs.values())]
+    if not judged:
+        raise InputError("the qrels hold no relevant judgement (relevance >= 1)", path)
+    return judged
 
 
 def _missing(kind: str, missing: list[str], path, strict: bool) -> None:
@@ -108,9 +124,7 @@ def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[i
         unknown = sorted(set(run) - set(qrels))
         if unknown:
             raise InputError(f"run names {len(unknown)} question id(s) absent from the qrels, e.g. {unknown[0]!r}", path)
-        judged = [q for q, docs in qrels.items() if any(r >= 1 for r in docs.values())]
-        if not judged:
-            raise InputError("the qrels hold no relevant judgement (relevance >= 1)")
+        judged = judged_questions(qrels)
         missing = sorted(set(judged) - set(run))
         _missing("qrels", missing, path, strict)
         if missing:

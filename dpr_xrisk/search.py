@@ -114,31 +114,20 @@ def per_question_metrics(run, qids: Sequence[str], qrels=None, questions=None, p
     """metric -> qid -> value over the labelled questions ``qids``: DPR top-k answer flags (0/1,
     from ``questions`` with answers and ``passages``: docid -> (title, text)) and, with ``qrels``,
     recall/MRR/nDCG@k by the judgements. A question absent from the run scores 0 (trec_eval -c).
-    ``answer_cache`` ((answers, docid) -> has_answer), shared between calls over one corpus,
-    matches each pair once."""
-    from dpr_xrisk.metrics import per_query
+    ``answer_cache``: :func:`~dpr_xrisk.evaluate.answer_hits`' cache, shared between calls over
+    one corpus, so each (answers, passage) pair is matched once."""
+    from dpr_xrisk.evaluate import answer_hits
+    from dpr_xrisk.metrics import dpr_first_hit_ranks, per_query
 
     out: dict[str, dict[str, float]] = {}
     if questions is not None:
         wanted = set(qids)
-        depth = max(ks)  # the flags below the deepest cut-off change nothing
-        cache = {} if answer_cache is None else answer_cache
-        first = {}
-        for q in questions:
-            if q.qid not in wanted:
-                continue
-            first[q.qid] = None
-            for i, (doc, _) in enumerate(list(run.get(q.qid, ()))[:depth]):
-                key = (tuple(q.answers), doc)  # the flag depends on the answers, not on the id
-                if key not in cache:
-                    if doc not in passages:
-                        raise InputError(f"run names passage {doc!r}, which is not in the corpus")
-                    cache[key] = has_answer(passages[doc][1], q.answers)
-                if cache[key]:
-                    first[q.qid] = i
-                    break
+        # the flags below the deepest cut-off change nothing
+        hits = answer_hits(run, None, [q for q in questions if q.qid in wanted], passages, depth=max(ks),
+                           cache=answer_cache)
+        first = dpr_first_hit_ranks(hits)  # 1-based, None if no hit
         for k in ks:
-            out[f"top{k}"] = {q: float(first.get(q) is not None and first[q] < k) for q in qids}
+            out[f"top{k}"] = {q: float(first.get(q) is not None and first[q] <= k) for q in qids}
     if qrels is not None:
         scored = {q: dict(run.get(q, ())) for q in qids}
         judged = {q: qrels[q] for q in qids}

@@ -104,7 +104,7 @@ def main() -> None:
     folds = sorted(set(article.values()), key=int)
     print(f"{len(runs)} runs, {len(qids)} questions, {len(folds)} article folds", flush=True)
 
-    matched: dict = {}  # (answers, docid) -> has_answer, shared by every run and candidate
+    matched: dict = {}  # answer matches, shared by every run and candidate
 
     def score(run):
         return per_question_metrics(run, qids, qrels=qrels, questions=questions, passages=passages,

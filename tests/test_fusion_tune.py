@@ -140,6 +140,9 @@ def fewer_answers(tmp_path):
     (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--alpha", -1], "must be finite and >= 0"),
     (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--metric", "top5"], "unknown metric 'top5'; valid: mrr@10"),
     (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--plot", t / "x.svg"], "PNG"),
+    (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--metric", "mrr@0"], "--metric's cut-off must be a positive integer, got 0"),
+    (lambda t: ["--answers", SAMPLE / "test.qa.tsv", "--corpus", SAMPLE / "passages.tsv", "--metric", "top0"],
+     "--metric's cut-off must be a positive integer, got 0"),
     (other_qrels, "1 of 1 labelled question(s) are in neither run"),
     (fewer_answers, "label different questions (5 vs 20)"),
 ])

@@ -139,7 +139,7 @@ def tune_fusion(
 
     from dpr_xrisk.encode import provenance
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.evaluate import read_any_run
+    from dpr_xrisk.evaluate import check_ks, judged_questions, read_any_run
     from dpr_xrisk.io.common import write_json
     from dpr_xrisk.io.questions import read_questions
     from dpr_xrisk.io.trec import read_qrels
@@ -152,14 +152,17 @@ def tune_fusion(
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError("--plot writes a PNG image: give a path ending in .png", plot)
     metric = metric or ("mrr@10" if qrels is not None else "top5")
+    # the cut-offs scored: the usual ones, and the one --metric names (topK or name@K)
+    cut = metric[3:] if metric.startswith("top") else metric.partition("@")[2]
+    cut_k = [int(cut)] if cut.isdigit() else []
+    if cut_k:
+        check_ks(cut_k, "--metric's cut-off")
+    ks = sorted({1, 5, 20, *(cut_k if metric.startswith("top") else [])})
+    qks = sorted({10, *(cut_k if "@" in metric else [])})
     d_run, s_run = read_any_run(dense)[0], read_any_run(sparse)[0]
     judged = read_qrels(qrels) if qrels is not None else None
     questions = read_questions(answers) if answers is not None else None
-    labelled = None
-    if judged is not None:
-        labelled = [q for q, docs in judged.items() if any(r >= 1 for r in docs.values())]
-        if not labelled:
-            raise InputError("the qrels hold no relevant judgement (relevance >= 1)", qrels)
+    labelled = judged_questions(judged, qrels) if judged is not None else None
     if questions is not None:
         asked = [q.qid for q in questions]
         if len(set(asked)) != len(asked):
@@ -179,8 +182,6 @@ def tune_fusion(
     unlabelled = len((d_run.keys() | s_run.keys()) - set(labelled))
     if unlabelled:
         typer.echo(f"note: {unlabelled} run question(s) have no label and are not used", err=True)
-    ks = sorted({1, 5, 20, *( [int(metric[3:])] if metric.startswith("top") and metric[3:].isdigit() else [])})
-    qks = sorted({10, *([int(metric.split("@")[1])] if "@" in metric and metric.split("@")[1].isdigit() else [])})
     passages = None
     if questions is not None:
         wanted = {d for run in (d_run, s_run) for hits in run.values() for d, _ in hits}
@@ -189,7 +190,7 @@ def tune_fusion(
         if absent:
             raise InputError(f"the runs name {len(absent)} passage(s) not in the corpus, e.g. {sorted(absent)[0]!r}", corpus)
 
-    matched: dict = {}  # (answers, docid) -> has_answer, shared by the candidates
+    matched: dict = {}  # answer matches, shared by the candidates
 
     def score(run):
         return per_question_metrics(run, labelled, qrels=judged, questions=questions, passages=passages, ks=ks,

@@ -14,7 +14,6 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from dpr_xrisk.answers import has_answer
 from dpr_xrisk.errors import InputError
 
