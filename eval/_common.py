@@ -44,6 +44,19 @@ def cpu_kind() -> dict:
     return {"cpu_model": model or platform.processor(), "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
 
 
+def kind_suffix() -> tuple[str, str]:
+    """(heading suffix, file suffix) naming a CPU kind whose int8/bf16 speeds differ by large factors
+    from the AVX-512 VNNI machines most results were measured on: ``("", "")`` on those, so their
+    sections keep their names; ``(", AVX2-only CPU", "-avx2")`` without AVX-512, and
+    ``(", AVX-512 CPU without VNNI", "-avx512-novnni")`` with AVX-512 but no VNNI."""
+    flags = set(cpu_kind()["cpu_flags"])
+    if "avx512_vnni" in flags:
+        return "", ""
+    if "avx512f" in flags:
+        return ", AVX-512 CPU without VNNI", "-avx512-novnni"
+    return ", AVX2-only CPU", "-avx2"
+
+
 def save(name: str, record: dict) -> Path:
     """Append ``record`` (with the machine description) to eval/results/<name>.json."""
     RESULTS.mkdir(parents=True, exist_ok=True)

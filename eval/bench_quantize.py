@@ -31,9 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _common import EVAL, RESULTS, SHARED, WIKI, WORK, machine, median, replace_section  # noqa: E402
+from _common import EVAL, RESULTS, SHARED, WIKI, WORK, kind_suffix, machine, median, replace_section  # noqa: E402
+from dpr_xrisk.device import cpu_has_native_bf16  # noqa: E402
 
 BASE = WORK / "quantize"
+# the bf16 rows need a CPU with native bfloat16; elsewhere they are left out (see device.py's warning)
+NATIVE_BF16 = cpu_has_native_bf16()
 
 
 def gemm_gflops(reps: int = 3) -> float:
@@ -114,6 +117,8 @@ def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
              "ours bf16": lambda: fp32.encode_passages(titles, texts, batch_size=b["ours bf16"], bf16=True),
              "ours int8": lambda: int8.encode_passages(titles, texts, batch_size=b["ours int8"]),
              "st fp32": lambda: st.encode(joined, batch_size=b["st fp32"], convert_to_numpy=True)}
+    if not NATIVE_BF16:  # ~10x slower than fp32 without AVX512-BF16/AMX: minutes per repetition, nothing to learn
+        del paths["ours bf16"]
     if onnx32 is not None:
         paths["ours onnx fp32"] = lambda: onnx32.encode_passages(titles, texts, batch_size=b["ours onnx fp32"])
         paths["ours onnx int8"] = lambda: onnx8.encode_passages(titles, texts, batch_size=b["ours onnx int8"])
@@ -170,6 +175,8 @@ def quality(fp32, int8, onnx8=None) -> dict:
     qs = read_questions(squad / "test.qa.tsv")
     out, tops, hit1 = {"passages": len(ps), "questions": len(qs)}, {}, {}
     runs = [("fp32", fp32, False), ("bf16", fp32, True), ("int8", int8, False)]
+    if not NATIVE_BF16:
+        runs.remove(("bf16", fp32, True))
     if onnx8 is not None:
         runs.append(("onnx int8", onnx8, False))
     for name, enc, bf16 in runs:
@@ -209,12 +216,14 @@ def full_section(res: dict, batch_size: str) -> tuple[str, str]:
     sfx = "" if batch_size == "64" else f"-batch-{batch_size}"
     title = "## int8 inference (issue #13)" + ("" if not sfx else
                                                 ", each path at its best batch" if batch_size == "best" else
-                                                f", batch {batch_size}")
+                                                f", batch {batch_size}") + kind_suffix()[0]
     cpu = f"CPU {res['machine'].get('cpu_model', '?')} ({', '.join(res['machine'].get('cpu_flags', []))}); "
     section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; {cpu}"
                f"{res['threads']} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {res['onnx_export_seconds'] or '—'}; "
                f"torch int8: per-channel weights, {res['int8_activation_bits']}-bit activations; torch and ONNX int8: "
-               f"{res.get('int8_smoothed_channels', 0)} outlier channels smoothed per FFN Linear.\n\n"
+               f"{res.get('int8_smoothed_channels', 0)} outlier channels smoothed per FFN Linear."
+               + ("" if "ours bf16" in sp["paths"] else " No bf16 rows: this CPU has no native bfloat16 (~10x slower than fp32).")
+               + "\n\n"
                f"Speed, {sp['passages']:,} Wikipedia passages (mean {sp['mean_tokens']} tokens), repetitions interleaved:\n\n"
                "| path | batch | psg/s (median) | vs ST fp32 | GFLOP/s | share of fp32 GEMM | min cosine vs ours fp32 | seconds per rep |\n|---|---:|---:|---:|---:|---:|---:|---|\n"
                + rows + f"\n\nQuality, zero-shot MiniLM, {qu['questions']:,} SQuAD held-out questions x {qu['passages']} "
@@ -258,9 +267,9 @@ def main() -> None:
               "int8_activation_bits": int8.activation_bits, "int8_smoothed_channels": int8.smoothed_channels,
               "vnni": cpu_has_vnni(), "quality": quality(fp32, int8, onnx8)}
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "bench_quantize-quality.json").write_text(json.dumps(qu, indent=2) + "\n")
+        (RESULTS / f"bench_quantize-quality{kind_suffix()[1]}.json").write_text(json.dumps(qu, indent=2) + "\n")
         q = qu["quality"]
-        title = "## int8 inference (issue #13), quality only"
+        title = "## int8 inference (issue #13), quality only" + kind_suffix()[0]
         section = (f"{title}\n\nCommand: `{qu['command'].strip()}`  \nDate: {qu['machine']['date']}; torch int8 with "
                    f"{int8.activation_bits}-bit activations (VNNI: {qu['vnni']}), per-channel weights, "
                    f"{int8.smoothed_channels} outlier channels smoothed per FFN Linear (torch and ONNX int8).\n\n"
@@ -275,7 +284,7 @@ def main() -> None:
            "int8_smoothed_channels": int8.smoothed_channels, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
            "quality": quality(fp32, int8, onnx8)}
     RESULTS.mkdir(exist_ok=True)
-    sfx = "" if args.batch_size == "64" else f"-batch-{args.batch_size}"
+    sfx = ("" if args.batch_size == "64" else f"-batch-{args.batch_size}") + kind_suffix()[1]
     (RESULTS / f"bench_quantize{sfx}.json").write_text(json.dumps(res, indent=2) + "\n")
     title, section = full_section(res, args.batch_size)
     print(section)
