@@ -80,11 +80,10 @@ PINNED_SYSTEMS = ("recommended", "recommended-listwise")
 EQWALL = {"dpr-eqwall": "recommended", "dpr-eqwall-fast": "recommended-fast"}
 
 
-def prepare(args) -> dict:
-    BASE.mkdir(parents=True, exist_ok=True)
-    ns = argparse.Namespace(train_questions=10 ** 9, test_questions=args.test_questions, eval_corpus="all",
-                            no_bm25=args.carried_bm25)
-    data = br.prepare_data(ns)  # the SQuAD split, its 1,543-paragraph training corpus and test subset
+def training_files(args, data: dict) -> tuple[list[dict], Path]:
+    """train.json (the training split less the dev slice), dev.qa.tsv and the training corpus (the
+    training-article paragraphs + a ``--refresh-wiki`` Wikipedia sample) under BASE, from
+    bench_refresh's ``prepare_data``; returns (training questions, training corpus path)."""
     train_all = json.loads((br.SQUAD / "biencoder-train.json").read_text(encoding="utf-8"))
     dev_pick = set(np.random.default_rng(1).choice(len(train_all), size=args.dev_questions, replace=False).tolist())
     train = [q for i, q in enumerate(train_all) if i not in dev_pick][: args.train_questions]
@@ -98,6 +97,15 @@ def prepare(args) -> dict:
     tc = Path(data["train_corpus"]).read_text(encoding="utf-8")
     train_corpus = BASE / f"train-corpus-wiki{args.refresh_wiki}.tsv"
     common.write_if_changed(train_corpus, tc + "".join(wiki_lines[1 + i] for i in sorted(pick)))
+    return train, train_corpus
+
+
+def prepare(args) -> dict:
+    BASE.mkdir(parents=True, exist_ok=True)
+    ns = argparse.Namespace(train_questions=10 ** 9, test_questions=args.test_questions, eval_corpus="all",
+                            no_bm25=args.carried_bm25)
+    data = br.prepare_data(ns)  # the SQuAD split, its 1,543-paragraph training corpus and test subset
+    train, train_corpus = training_files(args, data)
     bm25_train = BASE / f"train-corpus-wiki{args.refresh_wiki}-bm25"
     log = BASE / "prepare.log"
     if not (bm25_train / "meta.json").exists() and not args.carried_bm25:
