@@ -87,6 +87,16 @@ def cpu_has_vnni() -> bool:
     return info is not None and "avx512_vnni" in info[1]
 
 
+def warn_int8_without_vnni() -> None:
+    """One stderr line where int8 buys no speed: on an x86 CPU without AVX-512 VNNI it measured no
+    faster than fp32 (silent on other CPUs, e.g. ARM or unknown: nothing was measured there)."""
+    info = cpu_info()
+    if info is not None and "avx2" in info[1] and not cpu_has_vnni():
+        print("note: this CPU has no AVX-512 VNNI: int8 encoding measured no faster than fp32 on such a CPU "
+              "(AVX2-only: 17.4 against 16.6 passages/s, eval/RESULTS.md) and its activations are rounded to 7 bits; "
+              "fp32 (the default) gives the same speed without the rounding", file=sys.stderr)
+
+
 def resolve_precision(precision: str | None, device: torch.device, bf16_alias: bool = False, warn: bool = True) -> str:
     """fp32 | bf16 | fp16 checked against the device; the old ``bf16`` switch means ``bf16``."""
     p = (precision or "fp32").lower()

@@ -46,12 +46,15 @@ def cpu_kind() -> dict:
 
 def kind_suffix() -> tuple[str, str]:
     """(heading suffix, file suffix) naming a CPU kind whose int8/bf16 speeds differ by large factors
-    from the AVX-512 VNNI machines most results were measured on: ``("", "")`` on those, so their
-    sections keep their names; ``(", AVX2-only CPU", "-avx2")`` without AVX-512, and
-    ``(", AVX-512 CPU without VNNI", "-avx512-novnni")`` with AVX-512 but no VNNI."""
+    from the AVX-512 VNNI + bfloat16 machines most results were measured on: ``("", "")`` on those,
+    so their sections keep their names; else a name of what the CPU lacks, e.g. ``(", AVX2-only
+    CPU", "-avx2")``."""
     flags = set(cpu_kind()["cpu_flags"])
-    if "avx512_vnni" in flags:
+    vnni, bf16 = "avx512_vnni" in flags, bool(flags & {"avx512_bf16", "amx_bf16"})
+    if vnni and bf16:
         return "", ""
+    if vnni:
+        return ", AVX-512 VNNI CPU without native bfloat16", "-vnni-nobf16"
     if "avx512f" in flags:
         return ", AVX-512 CPU without VNNI", "-avx512-novnni"
     return ", AVX2-only CPU", "-avx2"

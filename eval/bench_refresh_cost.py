@@ -6,18 +6,23 @@ the full-length schedule's refresh share projected from the measured parts.
 
 bench_full's full-length runs measured the refresh share (25-28 %, 34-35 % with the first int8
 refresh's fp32 guard) on an AVX-512 CPU with native bfloat16 and VNNI, training in bf16. Where a CPU
-has neither (AVX2 only: fp32 training, int8 with 7-bit activations), the step, the refresh and
-the guard change speed by different factors, so the share is measured again here rather than
+has neither (AVX2 only: fp32 training; int8 with 7-bit activations, no faster than fp32), the
+step, the refresh and the guard change speed by different factors, so the share is measured again here rather than
 carried over. Data: bench_full's training files (7,070 SQuAD training-article questions; refresh
 corpus 1,543 training-article paragraphs + a 20,000-passage Wikipedia sample), the recipe's
 defaults unchanged (batch 32, refresh every quarter epoch = 55 steps, half the corpus re-encoded
-per refresh at 64 word pieces by an int8 copy of the passage tower, upcoming questions re-mined),
-fp32 training (``--precision`` left at its default), 2 epochs = 442 steps in the full schedule.
+per refresh at 64 word pieces -- by an int8 copy of the passage tower where the CPU has AVX-512
+VNNI, else by the tower itself (``refresh_quantize = "auto"``; ``--refresh-quantize int8`` forces
+int8) -- upcoming questions re-mined), fp32 training (``--precision`` left at its default), 2
+epochs = 442 steps in the full schedule.
 
-Measured: the step-0 refresh (every passage encoded), the first partial refresh (step 55), the
-guard, and the median training step. Projected: the full run's loop = 442 median steps + the
-step-0 refresh + 8 partial refreshes (each as the measured one) [+ the guard]. A projection, not a
-measurement of a full run: bench_full's runs showed the partial refreshes varying by +-15 %.
+Measured: the step-0 refresh (every passage encoded, a whole period's questions mined), the first
+partial refresh (step 55), the int8 guard where int8 runs, and the median training step.
+Projected: the full run's loop = 442 median steps + the step-0 refresh + 8 partial refreshes, each
+with the measured partial refresh's encoding time and the step-0 refresh's mining time per
+question times the questions it mines (a period's, fewer for the last) [+ the guard]. A
+projection, not a measurement of a full run: bench_full's runs showed the partial refreshes
+varying by +-15 %.
 The training run restarts from scratch when killed (it is short, and a resumed run would count
 the step-0 refresh twice in the wall time).
 """
@@ -44,6 +49,17 @@ from dpr_xrisk.train.config import toml_text  # noqa: E402
 
 BASE = WORK / "refresh_cost"
 FULL_STEPS_EPOCHS = 2.0  # bench_full's schedule
+
+
+ENCODE_PARTS = ("tokens_s", "encode_s", "quantize_s", "export_s")  # a refresh's encoding; the rest of "seconds" is mining
+
+
+def encode_s(r: dict) -> float:
+    return sum(float(r.get(k, 0.0)) for k in ENCODE_PARTS)
+
+
+def mine_s(r: dict) -> float:
+    return float(r["seconds"]) - encode_s(r)
 
 
 def main() -> None:
@@ -97,14 +113,22 @@ def main() -> None:
     first, second = refreshes[0], refreshes[period]
     guard = float(first.get("int8_check_seconds", 0.0))
     med = float(np.median(step_s))
-    loop = full_steps * med + first["seconds"] + (n_refresh - 1) * second["seconds"]
-    refresh_total = first["seconds"] + (n_refresh - 1) * second["seconds"]
+    # A refresh re-mines the questions of the steps until the next one (refresh_questions =
+    # "upcoming"), and this short run stops 9 steps after the second refresh, so that refresh mined
+    # 9 steps' questions where a full run's mines a whole period's. Its encoding part is what a
+    # full run's costs; its mining part is scaled from the step-0 refresh's rate per mined
+    # question (a whole period's questions, the same corpus).
+    rate = mine_s(first) / first["mined_questions"]
+    later = [encode_s(second) + rate * min(period, full_steps - s) * args.batch_size for s in range(period, full_steps, period)]
+    refresh_total = first["seconds"] + sum(later)
+    loop = full_steps * med + refresh_total
     res = {"command": "python eval/bench_refresh_cost.py " + " ".join(sys.argv[1:]), "machine": machine(),
            "threads": args.threads, "seed": args.seed, "train_questions": n_q, "corpus_passages": sum(1 for _ in open(corpus)) - 1,
            "steps_run": steps, "period": period, "full_steps": full_steps, "full_refreshes": n_refresh,
            "median_step_s": round(med, 3), "steps_logged": len(step_s),
            "measured_loop_s": end_rec["seconds"], "measured_refresh_s": end_rec["refresh_seconds"],
            "first_refresh": first, "partial_refresh": second, "guard_s": guard,
+           "mining_s_per_question": round(rate, 5), "projected_later_refreshes_s": [round(x, 1) for x in later],
            "projected": {"loop_s": round(loop, 1), "refresh_s": round(refresh_total, 1),
                          "share_without_guard": round(refresh_total / loop, 4),
                          "share_with_guard": round((refresh_total + guard) / (loop + guard), 4),
@@ -123,8 +147,8 @@ def main() -> None:
     section = (
         f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {m['date']}; CPU {m.get('cpu_model', '?')} "
         f"({', '.join(m.get('cpu_flags', []))}); {args.threads} threads; fp32 training; refresh_quantize {args.refresh_quantize} "
-        f"(resolved: {resolved}); seed {args.seed}; nothing else ran.\n\n"
-        f"`train --recipe recommended` (defaults unchanged) on bench_full's {n_q:,} training questions and "
+        f"(resolved: {resolved}); seed {args.seed}.\n\n"
+        f"`train --recipe recommended` ({'defaults unchanged' if not rq else 'defaults but refresh_quantize'}) on bench_full's {n_q:,} training questions and "
         f"{res['corpus_passages']:,}-passage refresh corpus, {steps} steps (refresh at 0 and {period}):\n\n"
         "| part | measured |\n|---|---:|\n"
         f"| median training step (s, {len(step_s)} steps) | {med:.2f} |\n"
@@ -134,7 +158,9 @@ def main() -> None:
            f"{first.get('activation_bits', '?')}-bit activations) | {guard:.1f} |\n" if resolved == "int8" else "")
         + f"| loop of this run (s; refresh share as the trainer counts it) | {end_rec['seconds']:.1f} ({end_rec['refresh_share']:.1%}) |\n\n"
         f"Step-0 refresh parts: {parts(first)}. Step-{period} refresh parts: {parts(second)}.\n\n"
-        f"Projected full schedule ({full_steps} steps, {n_refresh} refreshes: step 0 + {n_refresh - 1} like step {period}'s): "
+        f"Projected full schedule ({full_steps} steps, {n_refresh} refreshes: step 0 as measured, then {n_refresh - 1} with step "
+        f"{period}'s encoding ({encode_s(second):.1f} s) and the step-0 refresh's mining rate ({rate * 1000:.1f} ms per question) "
+        f"times the questions of the steps until the next refresh, {min(later):.1f}-{max(later):.1f} s each): "
         f"loop {p['loop_s']:,.0f} s, of which training steps {p['training_steps_s']:,.0f} s and refreshes {p['refresh_s']:,.0f} s; "
         + (f"refresh share **{p['share_without_guard']:.1%}** without the guard, **{p['share_with_guard']:.1%}** with it "
            if resolved == "int8" else f"refresh share **{p['share_without_guard']:.1%}** (an fp32 refresh: no int8 guard) ")

@@ -76,7 +76,7 @@ def test_end_to_end_on_squad(tiny_model_dir, squad_dir, tmp_path):
     # the full qrels hold 3,044 questions the run lacks: an error, never a mean over 3,244 with 3,044 zeros
     assert "3044 question(s) of the qrels are not in the run" in run_error(
         "evaluate", "--run", tmp_path / "run.json", "--qrels", squad_dir / "test.qrels.tsv")
-    out = run_ok("evaluate", "--run", tmp_path / "run.json", "--qrels", tmp_path / "qrels.tsv", "--out", tmp_path / "e.json")
+    run_ok("evaluate", "--run", tmp_path / "run.json", "--qrels", tmp_path / "qrels.tsv", "--out", tmp_path / "e.json")
     res = json.loads((tmp_path / "e.json").read_text())["results"][0]
     m = res["metrics"]
     assert res["num_questions"] == 200 and "num_qrels_questions" not in res

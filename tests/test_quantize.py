@@ -34,6 +34,26 @@ def test_int8_copy_is_close_keeps_the_fingerprint_and_leaves_the_original(tiny_e
         quantized(tiny_encoder, "int4")
 
 
+def test_int8_without_vnni_says_it_buys_no_speed(tiny_model_dir, tmp_path, monkeypatch):
+    """Where the CPU has no AVX-512 VNNI, int8 measured no faster than fp32: `encode --quantize
+    int8` says so in one line (and still encodes); with VNNI, or in fp32, no such line."""
+    import dpr_xrisk.device as dev
+
+    note = "this CPU has no AVX-512 VNNI: int8 encoding measured no faster than fp32"
+    monkeypatch.setattr(dev, "cpu_info", lambda: ("x86", frozenset({"avx2"})))  # an x86 CPU, whatever runs the test
+    for vnni in (False, True):
+        monkeypatch.setattr(dev, "cpu_has_vnni", lambda v=vnni: v)
+        out = cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / f"e{vnni}",
+                  "--quantize", "int8")
+        assert (note in out) is (not vnni)
+        assert (tmp_path / f"e{vnni}" / "meta-00000-of-00001.json").exists()
+    monkeypatch.setattr(dev, "cpu_has_vnni", lambda: False)
+    assert note not in cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "f")
+    monkeypatch.setattr(dev, "cpu_info", lambda: ("arm", frozenset({"neon"})))  # nothing measured there: silent
+    assert note not in cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "g",
+                           "--quantize", "int8")
+
+
 def test_overlap_at_k():
     assert overlap_at_k({1: ["a", "b"], 2: ["c", "d"]}, {1: ["a", "x"], 2: ["d", "c"]}) == 0.75
 
@@ -121,10 +141,12 @@ def test_int8_refresh_under_bf16_training(tiny_model_dir, tmp_path):
     assert 0 <= recs[0]["int8_pool_overlap_vs_fp32"] <= 1
 
 
-def test_auto_refresh_quantize_is_int8_on_a_cpu_and_none_on_a_gpu(tiny_model_dir, tmp_path):
-    """refresh_quantize = "auto" (the recommended recipe's): int8 where training runs on the CPU,
-    recorded as such in the run's config.json; none on a GPU, where an explicit torch int8
-    refresh is a clear error (its int8 kernels are CPU-only) and an ONNX one is left to ONNX Runtime."""
+def test_auto_refresh_quantize_is_int8_on_a_vnni_cpu_and_none_elsewhere(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """refresh_quantize = "auto" (the recommended recipe's): int8 where training runs on a CPU with
+    AVX-512 VNNI, none on a CPU without it (int8 measured no faster than fp32 there) and on a GPU,
+    recorded in the run's config.json; on a GPU an explicit torch int8 refresh is a clear error
+    (its int8 kernels are CPU-only) and an ONNX one is left to ONNX Runtime."""
+    import dpr_xrisk.device as dev
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.trainer import refresh_quantize_on, train
@@ -133,17 +155,35 @@ def test_auto_refresh_quantize_is_int8_on_a_cpu_and_none_on_a_gpu(tiny_model_dir
                       max_steps=2, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="auto",
                       refresh_guard=False)
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
-    assert refresh_quantize_on(cfg, cpu) == "int8" and refresh_quantize_on(cfg, cuda) == "none"
+    assert refresh_quantize_on(cfg, cpu, vnni=True) == "int8" and refresh_quantize_on(cfg, cpu, vnni=False) == "none"
+    assert refresh_quantize_on(cfg, cuda, vnni=True) == "none" and refresh_quantize_on(cfg, cuda, vnni=False) == "none"
+    assert refresh_quantize_on(cfg, cpu) == ("int8" if dev.cpu_has_vnni() else "none")  # this machine's answer
     for value in ("none", "int8"):
-        assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize=value), cpu) == value
+        for vnni in (True, False):  # an explicit choice is kept whatever the CPU
+            assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize=value), cpu, vnni=vnni) == value
     assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize="none"), cuda) == "none"
     assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize="int8", refresh_backend="onnx"), cuda) == "int8"
     with pytest.raises(InputError, match="refresh_quantize = 'int8' runs on the CPU only, and this run trains on cuda:0"):
         refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize="int8"), cuda)
-    train(cfg, tmp_path / "m", progress=False)
-    assert json.loads((tmp_path / "m" / "config.json").read_text())["refresh_quantize"] == "int8"
-    recs = [json.loads(x) for x in (tmp_path / "m" / "refresh_log.jsonl").read_text().splitlines()]
-    assert len(recs) == 1 and recs[0]["calibration"] == [16, 64] and "quantize_s" in recs[0]
+    for vnni, want in ((True, "int8"), (False, "none")):  # the run resolves auto from the CPU it trains on
+        monkeypatch.setattr(dev, "cpu_has_vnni", lambda v=vnni: v)
+        out = tmp_path / want
+        train(cfg, out, progress=False)
+        assert json.loads((out / "config.json").read_text())["refresh_quantize"] == want
+        recs = [json.loads(x) for x in (out / "refresh_log.jsonl").read_text().splitlines()]
+        assert len(recs) == 1
+        if want == "int8":
+            assert recs[0]["calibration"] == [16, 64] and "quantize_s" in recs[0]
+        else:
+            assert "quantize_s" not in recs[0] and "activation_bits" not in recs[0]
+    # an explicit int8 refresh where int8 buys no speed runs, with a one-line note; with VNNI no note
+    note = "this CPU has no AVX-512 VNNI: int8 encoding measured no faster than fp32"
+    monkeypatch.setattr(dev, "cpu_info", lambda: ("x86", frozenset({"avx2"})))
+    for vnni in (False, True):
+        monkeypatch.setattr(dev, "cpu_has_vnni", lambda v=vnni: v)
+        capsys.readouterr()
+        train(dataclasses.replace(cfg, refresh_quantize="int8"), tmp_path / f"explicit-{vnni}", progress=False)
+        assert (note in capsys.readouterr().err) is (not vnni)
 
 
 def test_bad_quantize_options_are_one_line_errors(tiny_model_dir, tmp_path):

@@ -160,7 +160,7 @@ def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_mo
     ceil(0.25 * 335) = 84 oldest (a cursor walking round the corpus); the re-encoded rows equal
     a full encode with the current tower, the others keep their earlier vectors; staleness is
     logged; a killed and resumed run ends with the same weights and the same cache."""
-    from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
+    from dpr_xrisk.encode import load_shards, shard_arrays
 
     cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), pooling="mean", normalize=True,
                       passage_max_length=64, batch_size=8, max_steps=6, lr=1e-3, warmup_ratio=0.0,
