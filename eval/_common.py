@@ -49,13 +49,14 @@ def kind_suffix() -> tuple[str, str]:
     from the AVX-512 VNNI + bfloat16 machines most results were measured on: ``("", "")`` on those,
     so their sections keep their names; else a name of what the CPU lacks, e.g. ``(", AVX2-only
     CPU", "-avx2")``."""
-    flags = set(cpu_kind()["cpu_flags"])
-    vnni, bf16 = "avx512_vnni" in flags, bool(flags & {"avx512_bf16", "amx_bf16"})
+    from dpr_xrisk.device import cpu_has_native_bf16, cpu_has_vnni
+
+    vnni, bf16 = cpu_has_vnni(), cpu_has_native_bf16()
     if vnni and bf16:
         return "", ""
     if vnni:
         return ", AVX-512 VNNI CPU without native bfloat16", "-vnni-nobf16"
-    if "avx512f" in flags:
+    if "avx512f" in cpu_kind()["cpu_flags"]:
         return ", AVX-512 CPU without VNNI", "-avx512-novnni"
     return ", AVX2-only CPU", "-avx2"
 
