@@ -87,6 +87,12 @@ def cpu_has_vnni() -> bool:
     return info is not None and "avx512_vnni" in info[1]
 
 
+def cpu_has_amx() -> bool:
+    """AMX-BF16 (bfloat16 tile matrix units) in /proc/cpuinfo; unknown elsewhere counts as no."""
+    info = cpu_info()
+    return info is not None and "amx_bf16" in info[1]
+
+
 def warn_int8_without_vnni() -> None:
     """One stderr line where int8 buys no speed: on an x86 CPU without AVX-512 VNNI it measured no
     faster than fp32 (silent on other CPUs, e.g. ARM or unknown: nothing was measured there)."""

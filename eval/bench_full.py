@@ -180,6 +180,7 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
     zs = BASE / "runs" / "zero-shot" / "run.json"
     # (hub_stats caches the run's first_hit.npy, which paired.py reads where run.json was not kept)
     rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if zs.exists() and model != "minilm" else None))
+    paired.keep(run)  # the per-question ranks, committed: paired comparisons outlive eval/work
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
 
@@ -210,6 +211,9 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     settings = settings_of(args, data, system, seed, steps)
     finished = common.open_run(d, settings, name)  # a run of another protocol never matches: replaced
     if finished is not None:
+        kept = paired.kept_path(d / "run.json")
+        if kept is not None and not kept.exists() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()):
+            paired.keep(d / "run.json")
         if "hybrid-rrf" not in finished["metrics"] and not args.carried_bm25:  # made with --carried-bm25
             hybrids(data, d, d / "run.trec", finished)
             (d / "bench.json").write_text(json.dumps(finished, indent=2))
@@ -361,6 +365,12 @@ def main() -> None:
     ap.add_argument("--eqwall-dpr-seed", type=int, default=None,
                     help="take the DPR recipe's loop time for dpr-eqwall's step count from this seed's dpr run "
                          "(default: the first of --seeds)")
+    ap.add_argument("--eqwall-steps", type=int, default=None,
+                    help="steps of the equal-wall-time DPR runs, taken as given instead of sized from loop times "
+                         "(e.g. the count that another seed's runs measured on the CPU kind where both ran; the "
+                         "record says where it came from)")
+    ap.add_argument("--no-zero-shot", action="store_true",
+                    help="skip the zero-shot evaluation (its recorded metrics stay in the table)")
     ap.add_argument("--bf16-encode", action="store_true", help="bfloat16 evaluation encoding (fast on CPUs with AMX)")
     ap.add_argument("--bf16", action="store_true",
                     help="bfloat16 autocast for training, refresh and evaluation encoding (fast on CPUs with AMX)")
@@ -392,13 +402,16 @@ def main() -> None:
     res, rep = (BASE / "bench_full.json", BASE / "RESULTS.md") if args.tiny else \
         (RESULTS / f"bench_full{gpu}.json", EVAL / f"RESULTS-full{gpu}.md")
     recs = recorded_runs(res, args, data)  # other seeds' records (e.g. seed 0's, whose run folders are gone)
-    systems = ["zero-shot"] + [s for s in args.systems if s != "zero-shot"]
+    systems = ([] if args.no_zero_shot else ["zero-shot"]) + [s for s in args.systems if s != "zero-shot"]
     for seed in args.seeds:
         for system in systems:
             if SYSTEMS[system][1] is None and seed != args.seeds[0]:
                 continue
             steps = None
-            if system in EQWALL:  # steps matched to the reference recipe's loop time
+            if system in EQWALL and args.eqwall_steps is not None:
+                steps = args.eqwall_steps
+                print(f"[{system}] {steps} steps, as given (--eqwall-steps)", flush=True)
+            elif system in EQWALL:  # steps matched to the reference recipe's loop time
                 # (the first seed's reference run; DPR's time per step from the dpr run of
                 # --eqwall-dpr-seed, by default the same seed), both less what other jobs added
                 ref = EQWALL[system]
@@ -420,6 +433,8 @@ def main() -> None:
                 print(f"[{system}] {steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of "
                       f"{ref} seed {args.seeds[0]} and dpr seed {dpr_seed}, less what other jobs added)", flush=True)
             rec = one_run(args, data, system, seed, steps)
+            if system in EQWALL and args.eqwall_steps is not None:
+                rec["eqwall_steps_source"] = "--eqwall-steps (given, not sized from this invocation's loop times)"
             recs.setdefault(system, {})[seed if SYSTEMS[system][1] else -1] = rec
             out = {"command": args.command, "machine": args.machine, "steps_full": steps_full,
                    "data": {k: v for k, v in data.items() if k != "train_positives"}, "runs": recs}

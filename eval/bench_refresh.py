@@ -53,6 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as common  # noqa: E402
+import paired  # noqa: E402
 from _common import EVAL, RESULTS, SHARED, WORK, fmt, machine, passage_subset, write_if_changed  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "dpr-xrisk")
@@ -104,6 +105,11 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
                                       "guard: --no-refresh-guard",
                                       [*LEAN, "--refresh-quantize", "int8", "--refresh-questions", "upcoming",
                                        "--no-refresh-guard"]),
+    # the same refresh at the training precision instead of int8 (bf16 on a CPU with AMX, where bf16
+    # encoding may outrun int8): no int8 copy and no guard
+    "c-dpm-refresh-z1-fast-bf16": ("(c-fast-bf16) c-fast with the refresh at the training precision: "
+                                   "--refresh-quantize none",
+                                   [*LEAN, "--refresh-quantize", "none", "--refresh-questions", "upcoming"]),
     "a-dpr-bm25-eqwall": ("(a') DPR recipe with more steps: train wall time matched to ({ref}) seed 0",
                           ["--loss", "infonce", "--negatives", "bm25"]),
 }
@@ -111,11 +117,11 @@ SYSTEMS: dict[str, tuple[str, list[str] | None]] = {
 # same compute (only zeta differs), so either measures "the refreshed DPM's" wall time
 ORDER = ["c-dpm-refresh-z1", "a-dpr-bm25", "b-dpm-refresh-z0", "a-dpr-bm25-eqwall", "d-listwise-logistic-refresh-z1",
          "e-dpm-refresh-softmax-z1", "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8",
-         "c-dpm-refresh-z1-fast", "c-dpm-refresh-z1-fast-noguard"]
+         "c-dpm-refresh-z1-fast", "c-dpm-refresh-z1-fast-noguard", "c-dpm-refresh-z1-fast-bf16"]
 REF = "c-dpm-refresh-z1"  # default of --eqwall-ref: the refreshed system whose seed-0 train time a-eqwall matches
 REFRESHED = ["b-dpm-refresh-z0", "c-dpm-refresh-z1", "d-listwise-logistic-refresh-z1", "e-dpm-refresh-softmax-z1",
              "d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-lean-int8", "c-dpm-refresh-z1-fast",
-             "c-dpm-refresh-z1-fast-noguard"]
+             "c-dpm-refresh-z1-fast-noguard", "c-dpm-refresh-z1-fast-bf16"]
 
 
 def env() -> dict:
@@ -304,6 +310,8 @@ def one_run(args, data, system: str, seed, steps) -> dict:
          "--out", d / "eval.json"], log)
     m = json.loads((d / "eval.json").read_text())["results"][0]["metrics"]
     rec["metrics"] = {k: m[k] for k in METRICS}
+    if paired.kept_path(run) is not None:  # the per-question ranks, committed: paired comparisons outlive eval/work
+        paired.keep(run)
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
     if flags is not None:  # the trained weights (~90 MB per tower) are not needed afterwards
@@ -573,7 +581,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--systems", nargs="+", choices=ORDER,
                     default=[s for s in ORDER if s not in ("d-listwise-refresh-z1", "c-dpm-refresh-z1-lean", "c-dpm-refresh-z1-fast",
-                                                      "c-dpm-refresh-z1-fast-noguard")])
+                                                      "c-dpm-refresh-z1-fast-noguard",
+                                                      "c-dpm-refresh-z1-fast-bf16")])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--first-seed-only", nargs="*", default=[], choices=ORDER,
                     help="systems run for the first seed only (extras, when CPU time is short)")

@@ -73,6 +73,9 @@ def main() -> None:
     ap.add_argument("--refresh-quantize", choices=["auto", "none", "int8"], default="auto",
                     help="the recipe's refresh_quantize (auto: int8 with AVX-512 VNNI, else none); another value "
                          "gets its own run and section")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="training precision (bf16 only where the CPU has native bfloat16); bf16 gets its own run "
+                         "and section")
     args = ap.parse_args()
     args.train_questions = 10 ** 9
     ns = argparse.Namespace(train_questions=10 ** 9, test_questions=10 ** 9, eval_corpus="test-articles", no_bm25=True)
@@ -88,11 +91,17 @@ def main() -> None:
     steps = period + args.extra_steps
     full_steps = math.ceil(FULL_STEPS_EPOCHS * n_q / args.batch_size)
     n_refresh = len(range(0, full_steps, period))  # at step 0, period, 2 period, ... < full_steps
-    rq = "" if args.refresh_quantize == "auto" else f"-{args.refresh_quantize}"
-    d = BASE / f"recommended{rq}{kind_suffix()[1] or '-vnni'}-s{args.seed}"
+    rq = ("" if args.refresh_quantize == "auto" else f"-{args.refresh_quantize}") + \
+        ("" if args.precision == "fp32" else f"-{args.precision}")
+    head, kind = kind_suffix()
+    if "amx_bf16" in common.cpu_kind()["cpu_flags"]:  # bf16 matrix units: its bf16 speeds are its own
+        head, kind = head + ", CPU with AMX", kind + "-amx"
+    d = BASE / f"recommended{rq}{kind or '-vnni'}-s{args.seed}"
     cfg = {"train": [str(bf.BASE / "train.json")], "corpus": str(corpus), "batch_size": args.batch_size,
            "epochs": FULL_STEPS_EPOCHS, "max_steps": steps, "seed": args.seed, "threads": args.threads,
            "model": "minilm", "save_every": 0, "refresh_quantize": args.refresh_quantize}
+    if args.precision != "fp32":
+        cfg["precision"] = args.precision
     end = d / "train_log.jsonl"
     finished = end.exists() and '"event": "end"' in end.read_text()
     if finished and json.loads((d / "config.toml.json").read_text()) != cfg:
@@ -134,11 +143,13 @@ def main() -> None:
                          "share_with_guard": round((refresh_total + guard) / (loop + guard), 4),
                          "training_steps_s": round(full_steps * med, 1)}}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"bench_refresh_cost{rq}{kind_suffix()[1]}.json").write_text(json.dumps(res, indent=2) + "\n")
+    (RESULTS / f"bench_refresh_cost{rq}{kind}.json").write_text(json.dumps(res, indent=2) + "\n")
     resolved = json.loads((d / "config.json").read_text())["refresh_quantize"]
-    title = ("## The shipped recipe's refresh cost (issue #13)" + kind_suffix()[0]
-             + ("" if not rq else f", refresh_quantize {args.refresh_quantize}"))
+    title = ("## The shipped recipe's refresh cost (issue #13)" + head
+             + ("" if args.refresh_quantize == "auto" else f", refresh_quantize {args.refresh_quantize}")
+             + ("" if args.precision == "fp32" else f", {args.precision} training"))
     m, p = res["machine"], res["projected"]
+    changed = [k for k, v in (("refresh_quantize", args.refresh_quantize != "auto"), ("precision", args.precision != "fp32")) if v]
 
     def parts(r: dict) -> str:
         keys = ("tokens_s", "quantize_s", "encode_s", "seconds")
@@ -146,9 +157,9 @@ def main() -> None:
 
     section = (
         f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {m['date']}; CPU {m.get('cpu_model', '?')} "
-        f"({', '.join(m.get('cpu_flags', []))}); {args.threads} threads; fp32 training; refresh_quantize {args.refresh_quantize} "
+        f"({', '.join(m.get('cpu_flags', []))}); {args.threads} threads; {args.precision} training; refresh_quantize {args.refresh_quantize} "
         f"(resolved: {resolved}); seed {args.seed}.\n\n"
-        f"`train --recipe recommended` ({'defaults unchanged' if not rq else 'defaults but refresh_quantize'}) on bench_full's {n_q:,} training questions and "
+        f"`train --recipe recommended` ({'defaults but ' + ', '.join(changed) if changed else 'defaults unchanged'}) on bench_full's {n_q:,} training questions and "
         f"{res['corpus_passages']:,}-passage refresh corpus, {steps} steps (refresh at 0 and {period}):\n\n"
         "| part | measured |\n|---|---:|\n"
         f"| median training step (s, {len(step_s)} steps) | {med:.2f} |\n"
@@ -163,7 +174,7 @@ def main() -> None:
         f"times the questions of the steps until the next refresh, {min(later):.1f}-{max(later):.1f} s each): "
         f"loop {p['loop_s']:,.0f} s, of which training steps {p['training_steps_s']:,.0f} s and refreshes {p['refresh_s']:,.0f} s; "
         + (f"refresh share **{p['share_without_guard']:.1%}** without the guard, **{p['share_with_guard']:.1%}** with it "
-           if resolved == "int8" else f"refresh share **{p['share_without_guard']:.1%}** (an fp32 refresh: no int8 guard) ")
+           if resolved == "int8" else f"refresh share **{p['share_without_guard']:.1%}** (a refresh at the training precision: no int8 guard) ")
         + "(issue #13's goal: at most 15 %).\n")
     print(section)
     common.replace_section(EVAL / "RESULTS.md", title, section)

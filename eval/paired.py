@@ -7,6 +7,9 @@ the seeds both systems have, with a 95 % bootstrap interval over questions.
 Each system after the first is compared with the first. A system's run for seed s is
 <runs>/<system>-s<s>/run.json (``--runs``, default eval/work/refresh/runs; eval/work/fcco/runs
 names its systems minibatch-b32, fcco-b8, ...) (``zero-shot`` has one run, used for every seed).
+Where a run folder under eval/work is gone (a new checkout has no eval/work), the run's
+per-question ranks kept in eval/results/per-question/ (``keep``; the benchmarks write them when a
+run finishes: ranks only, no text or passage id) stand in for it.
 The per-question numbers are the DPR answer flags (``has_answer``) the search stored, so top-k
 here equals `dpr-xrisk evaluate`'s top-k; RR@10 is by answer here (first answer-bearing rank),
 not by the question's own paragraph as the benchmarks' MRR@10.
@@ -23,10 +26,35 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import WORK  # noqa: E402
+from _common import RESULTS, WORK  # noqa: E402
 
 RUNS = WORK / "refresh" / "runs"  # --runs eval/work/fcco/runs for eval/bench_fcco_batch.py
 KS = (1, 5, 20)
+KEPT = RESULTS / "per-question"  # first_hit of finished runs, by their path under eval/work
+NONE = 10 ** 6  # first_hit of a question with no answer-bearing passage in the run
+
+
+def kept_path(run_json: Path) -> Path | None:
+    """eval/results/per-question/<the run folder's path under eval/work>.json; None for a run
+    outside eval/work."""
+    try:
+        return KEPT / run_json.resolve().parent.relative_to(WORK.resolve()).with_suffix(".json")
+    except ValueError:
+        return None
+
+
+def keep(run_json: Path) -> Path:
+    """Write the run's per-question first-hit ranks to ``kept_path`` (a few KB; committed with the
+    results so that paired comparisons outlive eval/work)."""
+    first = first_hit(run_json)
+    out = kept_path(run_json)
+    if out is None:
+        raise ValueError(f"{run_json} is not under {WORK}: nothing to keep it by")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"run": run_json.parent.name, "questions": len(first),
+                               "what": f"0-based rank of the first answer-bearing passage per question (qid order); "
+                                       f"{NONE} = none in the run", "first_hit": first.tolist()}) + "\n")
+    return out
 
 
 def first_hit(path: Path) -> np.ndarray:
@@ -37,11 +65,18 @@ def first_hit(path: Path) -> np.ndarray:
     cache = path.with_name("first_hit.npy")
     if cache.exists() and (not path.exists() or cache.stat().st_mtime >= path.stat().st_mtime):
         return np.load(cache)
+    kept = kept_path(path)
+    if not path.exists() and kept is not None and kept.exists():
+        rec = json.loads(kept.read_text(encoding="utf-8"))
+        first = np.asarray(rec["first_hit"])
+        if len(first) != rec["questions"]:
+            raise SystemExit(f"{kept}: {len(first)} ranks for {rec['questions']} questions")
+        return first
     run = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for qid in sorted(run, key=int):
         hits = [i for i, c in enumerate(run[qid]["contexts"]) if c["has_answer"]]
-        out.append(hits[0] if hits else 10 ** 6)
+        out.append(hits[0] if hits else NONE)
     np.save(cache, np.asarray(out))
     return np.asarray(out)
 
@@ -54,6 +89,11 @@ def runs_of(system: str, runs: Path) -> dict[int, np.ndarray]:
         seed = d.name.rsplit("-s", 1)[1]
         if seed.isdigit() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()) and (d / "bench.json").exists():
             found[int(seed)] = first_hit(d / "run.json")
+    kept = kept_path(runs / "x" / "run.json")  # the runs' folder under eval/results/per-question
+    for f in sorted(kept.parent.glob(f"{system}-s*.json")) if kept is not None and kept.parent.is_dir() else []:
+        seed = f.stem.rsplit("-s", 1)[1]
+        if seed.isdigit() and int(seed) not in found:
+            found[int(seed)] = first_hit(runs / f.stem / "run.json")
     return found
 
 
@@ -82,6 +122,9 @@ def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Pa
         seeds = sorted(set(rb) & set(ro))
     if not seeds:
         raise SystemExit(f"no common seed with finished runs for {base} and {other}")
+    sizes = {len(r) for r in [*(rb[s] for s in seeds), *(ro[s] for s in seeds)]}
+    if len(sizes) != 1:
+        raise SystemExit(f"{base} and {other}: runs of different question counts {sorted(sizes)}: not the same test set")
     out = {"base": base, "other": other, "seeds": seeds}
     mb, mo = {s: metrics(rb[s]) for s in seeds}, {s: metrics(ro[s]) for s in seeds}
     for name in mb[seeds[0]]:
@@ -97,12 +140,21 @@ def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Pa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("base")
-    ap.add_argument("others", nargs="+")
+    ap.add_argument("base", nargs="?")
+    ap.add_argument("others", nargs="*")
+    ap.add_argument("--keep", action="store_true",
+                    help="write the per-question ranks of every finished run under --runs to eval/results/per-question/")
     ap.add_argument("--bootstrap", type=int, default=10000)
     ap.add_argument("--runs", type=Path, default=RUNS, help="the benchmark's run directory")
     ap.add_argument("--json", type=Path, default=None, help="also write the comparisons as JSON")
     args = ap.parse_args()
+    if args.keep:
+        for d in sorted(args.runs.iterdir()):
+            if (d / "bench.json").exists() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()):
+                print(keep(d / "run.json"))
+        return
+    if not args.base or not args.others:
+        ap.error("give a base system and at least one other (or --keep)")
     rng = np.random.default_rng(0)
     rows = [compare(args.base, o, args.bootstrap, rng, args.runs) for o in args.others]
     names = [f"top{k}" for k in KS] + ["rr@10"]

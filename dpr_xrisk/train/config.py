@@ -15,7 +15,7 @@ from dpr_xrisk.errors import InputError, unknown_name
 NEGATIVE_SOURCES = ("file", "bm25", "negatives-file", "model", "none")  # model = mined with the initial encoder
 IN_BATCH_Q = ("uniform", "one")
 Q_RULES = ("joint", "separate")
-REFRESH_QUANTIZE = ("none", "int8", "auto")  # auto: int8 on a CPU with VNNI, else none (resolved when training starts)
+REFRESH_QUANTIZE = ("none", "int8", "auto")  # auto: int8 on a CPU with VNNI (none for bf16 training with AMX), else none (resolved when training starts)
 NO_POSITIVE = ("skip", "fail")
 ESTIMATORS = ("minibatch", "fcco")
 
@@ -83,8 +83,9 @@ class TrainConfig:
     refresh_quantize: str = "none"  # none | int8 | auto: encode the refresh corpus with an int8 copy of the
     #   current passage tower, made at each refresh (CPU only; faster where bfloat16 is slow); the first refresh
     #   also mines 256 questions in fp32 and logs how far the int8 pools differ (refresh_guard); auto = int8
-    #   when training runs on a CPU with AVX-512 VNNI, none on a GPU or a CPU without VNNI (there int8 measured
-    #   no faster than fp32, eval/RESULTS.md); the run's config.json records which
+    #   when training runs on a CPU with AVX-512 VNNI, none on a GPU, on a CPU without VNNI (there int8 measured
+    #   no faster than fp32, eval/RESULTS.md) and for bf16 training on a CPU with AMX (there the bf16 refresh
+    #   measured 1.8x faster than int8, eval/RESULTS-refresh-amx.md); the run's config.json records which
     refresh_guard: bool = True  # with refresh_quantize = "int8": the first refresh's quality guard (the fp32
     #   mining above; its pools are compared, never used); off saves its one-time cost, an fp32 encoding of
     #   the corpus (31-37 s on 1,543 passages, a tenth of a 64-step run in eval/RESULTS-refresh-fast4.md)

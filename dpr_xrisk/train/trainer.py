@@ -318,18 +318,25 @@ def evaluate_dev(encoder, cfg: TrainConfig, dev_questions, dev_corpus) -> dict:
     return {f"top{k_}": v for k_, v in dpr_topk_accuracy(hits, cfg.eval_ks).items()}
 
 
-def refresh_quantize_on(cfg: TrainConfig, device: torch.device, vnni: bool | None = None) -> str:
-    """``cfg.refresh_quantize`` for a run on ``device``: ``auto`` is int8 on a CPU with AVX-512
-    VNNI (``vnni``; None = this machine's) and none elsewhere; an explicit int8 torch refresh on a
-    GPU is refused (its int8 kernels are CPU-only). Without VNNI int8 encoding measured no faster
-    than fp32 (AVX2-only CPU: 17.4 against 16.6 passages/s, top-20 overlap with fp32 0.93;
-    with VNNI 2.1x faster, overlap 0.96; eval/RESULTS.md), so the refresh would pay int8's
-    rounding and the fp32 guard for nothing."""
+def refresh_quantize_on(cfg: TrainConfig, device: torch.device, vnni: bool | None = None,
+                        amx: bool | None = None) -> str:
+    """``cfg.refresh_quantize`` for a run on ``device`` (``cfg.bf16`` already resolved from the
+    precision): ``auto`` is int8 on a CPU with AVX-512 VNNI (``vnni``; None = this machine's),
+    except where training runs in bfloat16 on a CPU with AMX (``amx``), and none elsewhere; an
+    explicit int8 torch refresh on a GPU is refused (its int8 kernels are CPU-only).
+    Measured (eval/RESULTS.md, eval/RESULTS-refresh-amx.md): without VNNI int8 encoding is no
+    faster than fp32 (AVX2-only CPU: 17.4 against 16.6 passages/s, top-20 overlap with fp32 0.93;
+    with VNNI 2.1x faster, overlap 0.96), so the refresh would pay int8's rounding and the fp32
+    guard for nothing; with AMX the bf16 refresh encodes ~1.8x faster than int8 (772 passages at
+    64 word pieces, 1 thread: 2.8-3.0 s against 5.0-5.5 s) and needs neither the int8 copy nor the
+    guard."""
     on_cpu = device.type == "cpu"
     if cfg.refresh_quantize == "auto":
-        from dpr_xrisk.device import cpu_has_vnni
+        from dpr_xrisk.device import cpu_has_amx, cpu_has_vnni
 
-        return "int8" if on_cpu and (cpu_has_vnni() if vnni is None else vnni) else "none"
+        if not on_cpu or (cfg.bf16 and (cpu_has_amx() if amx is None else amx)):
+            return "none"  # the refresh runs at the training precision
+        return "int8" if (cpu_has_vnni() if vnni is None else vnni) else "none"
     if cfg.refresh_quantize == "int8" and cfg.refresh_backend == "torch" and not on_cpu:
         raise InputError(f"refresh_quantize = 'int8' runs on the CPU only, and this run trains on {device}; "
                          "use 'auto' (int8 on a CPU with VNNI, none on a GPU) or 'none'")
@@ -353,7 +360,8 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     ddp = Dist.from_env(device.type)
     precision = resolve_precision(cfg.precision, device, cfg.bf16, warn=ddp.main)
     # the encoders of refresh and dev evaluation follow the training precision's bfloat16 switch
-    cfg = dataclasses.replace(cfg, bf16=precision == "bf16", refresh_quantize=refresh_quantize_on(cfg, device))
+    cfg = dataclasses.replace(cfg, bf16=precision == "bf16")
+    cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(cfg, device))
     if cfg.refresh_quantize == "int8" and ddp.main:
         from dpr_xrisk.device import warn_int8_without_vnni
 

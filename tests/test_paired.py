@@ -1,0 +1,80 @@
+"""eval/paired.py's kept per-question ranks: a run folder under eval/work may be gone (a new
+checkout has none), and the ranks kept in eval/results/per-question must then give the same
+paired comparison as the run itself."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
+
+import paired  # noqa: E402
+
+
+def _run(d: Path, answer_ranks: list[int | None], k: int = 20) -> None:
+    """A search run JSON whose question i has its first answer-bearing passage at answer_ranks[i]."""
+    d.mkdir(parents=True)
+    run = {str(q): {"contexts": [{"has_answer": r is not None and i >= r and i % 2 == r % 2} for i in range(k)]}
+           for q, r in enumerate(answer_ranks)}
+    (d / "run.json").write_text(json.dumps(run))
+    (d / "bench.json").write_text("{}")
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    work, kept = tmp_path / "work", tmp_path / "results" / "per-question"
+    monkeypatch.setattr(paired, "WORK", work)
+    monkeypatch.setattr(paired, "KEPT", kept)
+    return work / "bench" / "runs", kept
+
+
+def test_kept_ranks_stand_in_for_a_deleted_run(dirs):
+    runs, kept = dirs
+    _run(runs / "zero-shot", [0, 3, None, 1, 7])
+    _run(runs / "sys-s0", [0, 0, 12, 0, None])
+    _run(runs / "sys-s1", [1, 0, 2, 5, 9])
+    before = paired.compare("zero-shot", "sys", 500, np.random.default_rng(0), runs)
+    for name in ("zero-shot", "sys-s0", "sys-s1"):
+        out = paired.keep(runs / name / "run.json")
+        assert out == kept / "bench" / "runs" / f"{name}.json"
+        rec = json.loads(out.read_text())
+        assert rec["questions"] == 5 and "contexts" not in out.read_text()
+    assert json.loads((kept / "bench" / "runs" / "sys-s0.json").read_text())["first_hit"] == [0, 0, 12, 0, paired.NONE]
+    shutil.rmtree(runs)
+    after = paired.compare("zero-shot", "sys", 500, np.random.default_rng(0), runs)
+    assert after == before and after["seeds"] == [0, 1]
+
+
+def test_kept_ranks_of_another_question_count_are_refused(dirs):
+    runs, _ = dirs
+    _run(runs / "zero-shot", [0, 3, 1])
+    _run(runs / "sys-s0", [0, 0, 2, 4])
+    for name in ("zero-shot", "sys-s0"):
+        paired.keep(runs / name / "run.json")
+    shutil.rmtree(runs)
+    with pytest.raises(SystemExit, match="different question counts"):
+        paired.compare("zero-shot", "sys", 100, np.random.default_rng(0), runs)
+
+
+def test_truncated_kept_file_is_refused(dirs):
+    runs, kept = dirs
+    _run(runs / "zero-shot", [0, 3, 1])
+    out = paired.keep(runs / "zero-shot" / "run.json")
+    rec = json.loads(out.read_text())
+    rec["first_hit"] = rec["first_hit"][:2]
+    out.write_text(json.dumps(rec))
+    shutil.rmtree(runs)
+    with pytest.raises(SystemExit, match="2 ranks for 3 questions"):
+        paired.runs_of("zero-shot", runs)
+
+
+def test_a_run_outside_the_work_folder_is_not_kept(tmp_path, dirs):
+    _run(tmp_path / "elsewhere" / "sys-s0", [0])
+    with pytest.raises(ValueError, match="not under"):
+        paired.keep(tmp_path / "elsewhere" / "sys-s0" / "run.json")
