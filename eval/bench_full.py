@@ -179,7 +179,7 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
         hybrids(data, d, run, rec)
     zs = BASE / "runs" / "zero-shot" / "run.json"
     # (hub_stats caches the run's first_hit.npy, which paired.py reads where run.json was not kept)
-    rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if zs.exists() and model != "minilm" else None))
+    rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if paired.available(zs) and model != "minilm" else None))
     paired.keep(run)  # the per-question ranks, committed: paired comparisons outlive eval/work
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
@@ -212,7 +212,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     finished = common.open_run(d, settings, name)  # a run of another protocol never matches: replaced
     if finished is not None:
         kept = paired.kept_path(d / "run.json")
-        if kept is not None and not kept.exists() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()):
+        if kept is not None and not kept.exists() and paired.available(d / "run.json"):
             paired.keep(d / "run.json")
         if "hybrid-rrf" not in finished["metrics"] and not args.carried_bm25:  # made with --carried-bm25
             hybrids(data, d, d / "run.trec", finished)

@@ -57,6 +57,12 @@ def keep(run_json: Path) -> Path:
     return out
 
 
+def available(run_json: Path) -> bool:
+    """first_hit can read this run: its JSON, its cache or its kept ranks."""
+    kept = kept_path(run_json)
+    return run_json.exists() or run_json.with_name("first_hit.npy").exists() or (kept is not None and kept.exists())
+
+
 def first_hit(path: Path) -> np.ndarray:
     """0-based rank of the first answer-bearing passage per question (qid order); 10**6 if none.
     Cached next to the run as first_hit.npy (a run JSON of 3,244 questions x 100 passages is
