@@ -180,7 +180,8 @@ def evaluate(args, data, d: Path, model, log: Path, rec: dict) -> None:
     zs = BASE / "runs" / "zero-shot" / "run.json"
     # (hub_stats caches the run's first_hit.npy, which paired.py reads where run.json was not kept)
     rec.update(bd.hub_stats(run, data["train_positives"], paired.first_hit(zs) if paired.available(zs) and model != "minilm" else None))
-    paired.keep(run)  # the per-question ranks, committed: paired comparisons outlive eval/work
+    if not args.tiny:  # the per-question ranks, committed: paired comparisons outlive eval/work
+        paired.keep(run)
     shutil.rmtree(emb, ignore_errors=True)
     shutil.rmtree(idx, ignore_errors=True)
 
@@ -212,7 +213,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
     finished = common.open_run(d, settings, name)  # a run of another protocol never matches: replaced
     if finished is not None:
         kept = paired.kept_path(d / "run.json")
-        if kept is not None and not kept.exists() and paired.available(d / "run.json"):
+        if kept is not None and not kept.exists() and paired.available(d / "run.json") and not args.tiny:
             paired.keep(d / "run.json")
         if "hybrid-rrf" not in finished["metrics"] and not args.carried_bm25:  # made with --carried-bm25
             hybrids(data, d, d / "run.trec", finished)
@@ -368,7 +369,7 @@ def main() -> None:
     ap.add_argument("--eqwall-steps", type=int, default=None,
                     help="steps of the equal-wall-time DPR runs, taken as given instead of sized from loop times "
                          "(e.g. the count that another seed's runs measured on the CPU kind where both ran; the "
-                         "record says where it came from)")
+                         "record marks the count as given)")
     ap.add_argument("--no-zero-shot", action="store_true",
                     help="skip the zero-shot evaluation (its recorded metrics stay in the table)")
     ap.add_argument("--bf16-encode", action="store_true", help="bfloat16 evaluation encoding (fast on CPUs with AMX)")

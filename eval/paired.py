@@ -9,7 +9,9 @@ Each system after the first is compared with the first. A system's run for seed 
 names its systems minibatch-b32, fcco-b8, ...) (``zero-shot`` has one run, used for every seed).
 Where a run folder under eval/work is gone (a new checkout has no eval/work), the run's
 per-question ranks kept in eval/results/per-question/ (``keep``; the benchmarks write them when a
-run finishes: ranks only, no text or passage id) stand in for it.
+run finishes: ranks only, no text or passage id) stand in for it. A kept file records its
+question count and a fingerprint of the run's settings.json; a benchmark that reruns a system
+overwrites it, and a run folder that exists always wins over it.
 The per-question numbers are the DPR answer flags (``has_answer``) the search stored, so top-k
 here equals `dpr-xrisk evaluate`'s top-k; RR@10 is by answer here (first answer-bearing rank),
 not by the question's own paragraph as the benchmarks' MRR@10.
@@ -18,6 +20,7 @@ not by the question's own paragraph as the benchmarks' MRR@10.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -38,20 +41,24 @@ def kept_path(run_json: Path) -> Path | None:
     """eval/results/per-question/<the run folder's path under eval/work>.json; None for a run
     outside eval/work."""
     try:
-        return KEPT / run_json.resolve().parent.relative_to(WORK.resolve()).with_suffix(".json")
+        rel = run_json.resolve().parent.relative_to(WORK.resolve())
     except ValueError:
         return None
+    return KEPT / rel.parent / f"{rel.name}.json"  # (not with_suffix: run names hold dots, e.g. dpm-z0.5-s0)
 
 
 def keep(run_json: Path) -> Path:
     """Write the run's per-question first-hit ranks to ``kept_path`` (a few KB; committed with the
     results so that paired comparisons outlive eval/work)."""
-    first = first_hit(run_json)
     out = kept_path(run_json)
     if out is None:
         raise ValueError(f"{run_json} is not under {WORK}: nothing to keep it by")
+    first = first_hit(run_json)
+    settings = run_json.with_name("settings.json")  # the benchmark's stamp of the run's protocol, where it has one
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"run": run_json.parent.name, "questions": len(first),
+                               "settings_sha256": hashlib.sha256(settings.read_bytes()).hexdigest()[:16]
+                               if settings.exists() else None,
                                "what": f"0-based rank of the first answer-bearing passage per question (qid order); "
                                        f"{NONE} = none in the run", "first_hit": first.tolist()}) + "\n")
     return out
@@ -95,11 +102,14 @@ def runs_of(system: str, runs: Path) -> dict[int, np.ndarray]:
         seed = d.name.rsplit("-s", 1)[1]
         if seed.isdigit() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()) and (d / "bench.json").exists():
             found[int(seed)] = first_hit(d / "run.json")
+    # seeds whose run folder is gone entirely (a folder that is there, finished or not, is the
+    # newer run: its kept ranks are not used)
     kept = kept_path(runs / "x" / "run.json")  # the runs' folder under eval/results/per-question
     for f in sorted(kept.parent.glob(f"{system}-s*.json")) if kept is not None and kept.parent.is_dir() else []:
-        seed = f.stem.rsplit("-s", 1)[1]
-        if seed.isdigit() and int(seed) not in found:
-            found[int(seed)] = first_hit(runs / f.stem / "run.json")
+        name = f.name.removesuffix(".json")
+        seed = name.rsplit("-s", 1)[1]
+        if seed.isdigit() and int(seed) not in found and not (runs / name).exists():
+            found[int(seed)] = first_hit(runs / name / "run.json")
     return found
 
 

@@ -78,3 +78,20 @@ def test_a_run_outside_the_work_folder_is_not_kept(tmp_path, dirs):
     _run(tmp_path / "elsewhere" / "sys-s0", [0])
     with pytest.raises(ValueError, match="not under"):
         paired.keep(tmp_path / "elsewhere" / "sys-s0" / "run.json")
+
+
+def test_names_with_dots_and_a_local_folder_that_wins(dirs):
+    """Run names hold dots (dpm-z0.5-s0): each keeps its own file. A run folder that is there,
+    finished or not, is the newer run: its seed never comes from the kept file."""
+    runs, kept = dirs
+    _run(runs / "dpm-z0.5-s0", [0, 1])
+    _run(runs / "dpm-z0-s0", [5, 5])
+    (runs / "dpm-z0.5-s0" / "settings.json").write_text('{"protocol": "x"}')
+    a, b = paired.keep(runs / "dpm-z0.5-s0" / "run.json"), paired.keep(runs / "dpm-z0-s0" / "run.json")
+    assert (a.name, b.name) == ("dpm-z0.5-s0.json", "dpm-z0-s0.json")
+    assert json.loads(a.read_text())["settings_sha256"] and json.loads(b.read_text())["settings_sha256"] is None
+    shutil.rmtree(runs / "dpm-z0.5-s0")
+    assert paired.runs_of("dpm-z0.5", runs)[0].tolist() == [0, 1]
+    (runs / "dpm-z0.5-s0").mkdir()  # a rerun under way: no finished run for seed 0
+    assert paired.runs_of("dpm-z0.5", runs) == {}
+    assert paired.available(runs / "dpm-z0-s0" / "run.json") and not paired.available(runs / "dpm-z9-s0" / "run.json")

@@ -165,6 +165,8 @@ def test_auto_refresh_quantize_is_int8_on_a_vnni_cpu_and_none_elsewhere(tiny_mod
     assert refresh_quantize_on(bf16, cpu, vnni=False, amx=False) == "none"
     assert refresh_quantize_on(cfg, cpu, vnni=True, amx=True) == "int8"  # fp32 training: int8 beats fp32
     assert refresh_quantize_on(bf16, cuda, vnni=True, amx=True) == "none"
+    onnx = dataclasses.replace(bf16, refresh_backend="onnx")  # ONNX refreshes in fp32: AMX does not help it
+    assert refresh_quantize_on(onnx, cpu, vnni=True, amx=True) == "int8"
     for value in ("none", "int8"):
         for vnni in (True, False):  # an explicit choice is kept whatever the CPU
             assert refresh_quantize_on(dataclasses.replace(cfg, refresh_quantize=value), cpu, vnni=vnni) == value
@@ -188,6 +190,7 @@ def test_auto_refresh_quantize_is_int8_on_a_vnni_cpu_and_none_elsewhere(tiny_mod
     monkeypatch.setattr(dev, "cpu_has_amx", lambda: True)
     train(dataclasses.replace(cfg, precision="bf16"), tmp_path / "amx", progress=False)
     assert json.loads((tmp_path / "amx" / "config.json").read_text())["refresh_quantize"] == "none"
+    assert all("quantize_s" not in json.loads(x) for x in (tmp_path / "amx" / "refresh_log.jsonl").read_text().splitlines())
     monkeypatch.setattr(dev, "cpu_has_amx", lambda: False)
     # an explicit int8 refresh where int8 buys no speed runs, with a one-line note; with VNNI no note
     note = "this CPU has no AVX-512 VNNI: int8 encoding measured no faster than fp32"

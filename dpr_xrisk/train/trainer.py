@@ -322,19 +322,21 @@ def refresh_quantize_on(cfg: TrainConfig, device: torch.device, vnni: bool | Non
                         amx: bool | None = None) -> str:
     """``cfg.refresh_quantize`` for a run on ``device`` (``cfg.bf16`` already resolved from the
     precision): ``auto`` is int8 on a CPU with AVX-512 VNNI (``vnni``; None = this machine's),
-    except where training runs in bfloat16 on a CPU with AMX (``amx``), and none elsewhere; an
-    explicit int8 torch refresh on a GPU is refused (its int8 kernels are CPU-only).
+    except where a torch refresh (``refresh_backend``) follows bfloat16 training on a CPU with
+    AMX (``amx``), and none elsewhere; an explicit int8 torch refresh on a GPU is refused (its
+    int8 kernels are CPU-only).
     Measured (eval/RESULTS.md, eval/RESULTS-refresh-amx.md): without VNNI int8 encoding is no
     faster than fp32 (AVX2-only CPU: 17.4 against 16.6 passages/s, top-20 overlap with fp32 0.93;
     with VNNI 2.1x faster, overlap 0.96), so the refresh would pay int8's rounding and the fp32
-    guard for nothing; with AMX the bf16 refresh encodes ~1.8x faster than int8 (772 passages at
-    64 word pieces, 1 thread: 2.8-3.0 s against 5.0-5.5 s) and needs neither the int8 copy nor the
-    guard."""
+    guard for nothing; with AMX a bf16 refresh took 3.6-4.1 s against int8's 6.5-7.3 s (772
+    passages at 64 word pieces, 1 thread; encoding alone 2.8-3.3 s against 5.0-5.5 s) and needs
+    neither the int8 copy nor the guard. (An ONNX refresh runs in fp32 whatever the training
+    precision, so there AMX changes nothing.)"""
     on_cpu = device.type == "cpu"
     if cfg.refresh_quantize == "auto":
         from dpr_xrisk.device import cpu_has_amx, cpu_has_vnni
 
-        if not on_cpu or (cfg.bf16 and (cpu_has_amx() if amx is None else amx)):
+        if not on_cpu or (cfg.bf16 and cfg.refresh_backend == "torch" and (cpu_has_amx() if amx is None else amx)):
             return "none"  # the refresh runs at the training precision
         return "int8" if (cpu_has_vnni() if vnni is None else vnni) else "none"
     if cfg.refresh_quantize == "int8" and cfg.refresh_backend == "torch" and not on_cpu:
