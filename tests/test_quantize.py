@@ -375,3 +375,28 @@ def test_smoothing_cuts_the_int8_error_of_outlier_channels():
             out = q.passage_model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state
             errs[k] = ((out - ref).norm() / ref.norm()).item()
     assert errs[4] < errs[0] / 2, errs
+
+
+def test_a_resumed_run_keeps_the_refresh_path_auto_resolved_at_its_start(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """refresh_quantize = "auto" resolves once per run: resumed on a machine (or under a default)
+    that would pick another path, the run keeps its first session's, with a one-line note, and
+    resumes to the same weights as an uninterrupted run."""
+    import dpr_xrisk.device as dev
+    from conftest import train_killed_at
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.trainer import train
+
+    cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
+                      max_steps=6, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="auto",
+                      refresh_guard=False, save_every=1)
+    monkeypatch.setattr(dev, "cpu_has_vnni", lambda: True)
+    train(cfg, tmp_path / "full", progress=False)
+    train_killed_at(cfg, tmp_path / "cut", 3)
+    monkeypatch.setattr(dev, "cpu_has_vnni", lambda: False)  # resumed where auto would pick none
+    capsys.readouterr()
+    train(cfg, tmp_path / "cut", resume=True, progress=False)
+    assert "resolved to 'int8' when this run started" in capsys.readouterr().err
+    assert json.loads((tmp_path / "cut" / "config.json").read_text())["refresh_quantize"] == "int8"
+    recs = [json.loads(x) for x in (tmp_path / "cut" / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recs] == [0, 2, 4] and all("quantize_s" in r for r in recs)  # step 4: after the resume
+    assert_same_weights(tmp_path / "full", tmp_path / "cut")
