@@ -365,21 +365,6 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     cfg = dataclasses.replace(cfg, bf16=precision == "bf16")
     asked_quantize = cfg.refresh_quantize
     cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(cfg, device))
-    ckpts = list_checkpoints(Path(out_dir))
-    if resume and ckpts and asked_quantize == "auto":
-        # a resumed run keeps the refresh path its first session resolved, whatever this machine
-        # would pick (another CPU kind, or a later default): one run, one refresh path
-        first = json.loads((ckpts[-1] / "config.json").read_text()).get("refresh_quantize", "auto")
-        if first != "auto" and first != cfg.refresh_quantize:
-            if ddp.main:
-                print(f"note: refresh_quantize = 'auto' resolved to {first!r} when this run started; the resumed run "
-                      f"keeps it (this machine would pick {cfg.refresh_quantize!r})", file=sys.stderr)
-            cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(
-                dataclasses.replace(cfg, refresh_quantize=first), device))
-    if cfg.refresh_quantize == "int8" and ddp.main:
-        from dpr_xrisk.device import warn_int8_without_vnni
-
-        warn_int8_without_vnni()  # an explicit int8 refresh on a CPU where it buys no speed
     use_tf32(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -394,6 +379,19 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         bad = incompatible_keys(saved, cfg)
         if bad:
             raise InputError(f"checkpoint {ckpts[-1].name} was made with another config (differs in {', '.join(bad)})", out)
+        first = saved.get("refresh_quantize", "auto")
+        if asked_quantize == "auto" and first not in ("auto", cfg.refresh_quantize):
+            # a resumed run keeps the refresh path its first session resolved, whatever this machine
+            # would pick (another CPU kind, or a later default): one run, one refresh path
+            if ddp.main:
+                print(f"note: refresh_quantize = 'auto' resolved to {first!r} when this run started; the resumed run "
+                      f"keeps it (this machine would pick {cfg.refresh_quantize!r})", file=sys.stderr)
+            cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(
+                dataclasses.replace(cfg, refresh_quantize=first), device))
+    if cfg.refresh_quantize == "int8" and ddp.main:
+        from dpr_xrisk.device import warn_int8_without_vnni
+
+        warn_int8_without_vnni()  # an explicit int8 refresh on a CPU where it buys no speed
     torch.manual_seed(cfg.seed)
     encoder, store, sets = prepare(cfg)
     encoder.to(device)
