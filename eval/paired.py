@@ -64,6 +64,11 @@ def keep(run_json: Path) -> Path:
     return out
 
 
+def finished(d: Path) -> bool:
+    """A run folder of a finished run whose ranks are still here (its JSON or its cache)."""
+    return (d / "bench.json").exists() and ((d / "run.json").exists() or (d / "first_hit.npy").exists())
+
+
 def available(run_json: Path) -> bool:
     """first_hit can read this run: its JSON, its cache or its kept ranks."""
     kept = kept_path(run_json)
@@ -100,7 +105,7 @@ def runs_of(system: str, runs: Path) -> dict[int, np.ndarray]:
     found = {}
     for d in sorted(runs.glob(f"{system}-s*")):
         seed = d.name.rsplit("-s", 1)[1]
-        if seed.isdigit() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()) and (d / "bench.json").exists():
+        if seed.isdigit() and finished(d):
             found[int(seed)] = first_hit(d / "run.json")
     # seeds whose run folder is gone entirely (a folder that is there, finished or not, is the
     # newer run: its kept ranks are not used)
@@ -165,8 +170,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the comparisons as JSON")
     args = ap.parse_args()
     if args.keep:
+        if not args.runs.is_dir():
+            ap.error(f"--runs {args.runs}: no such folder")
         for d in sorted(args.runs.iterdir()):
-            if (d / "bench.json").exists() and ((d / "run.json").exists() or (d / "first_hit.npy").exists()):
+            if finished(d):
                 print(keep(d / "run.json"))
         return
     if not args.base or not args.others:
