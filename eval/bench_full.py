@@ -382,6 +382,8 @@ def main() -> None:
                          "fused when the same command runs later on a machine with the BM25 run")
     ap.add_argument("--export-carry", type=Path, default=None, help="write the files --carried-bm25 needs here, then stop")
     args = ap.parse_args()
+    if args.eqwall_steps is not None and args.eqwall_steps < 1:  # 0 would read as "not given" below: a full-length run
+        ap.error(f"--eqwall-steps {args.eqwall_steps}: give a step count of at least 1")
     args.command = "python eval/bench_full.py " + " ".join(sys.argv[1:])
     args.machine = machine()
     global BASE

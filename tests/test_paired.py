@@ -95,3 +95,28 @@ def test_names_with_dots_and_a_local_folder_that_wins(dirs):
     (runs / "dpm-z0.5-s0").mkdir()  # a rerun under way: no finished run for seed 0
     assert paired.runs_of("dpm-z0.5", runs) == {}
     assert paired.available(runs / "dpm-z0-s0" / "run.json") and not paired.available(runs / "dpm-z9-s0" / "run.json")
+
+
+def test_keep_cli_writes_finished_runs_and_refuses_a_missing_folder(dirs, monkeypatch, capsys):
+    runs, kept = dirs
+    _run(runs / "sys-s0", [0, 2])
+    (runs / "sys-s1").mkdir()  # unfinished: nothing to keep
+    monkeypatch.setattr(sys, "argv", ["paired.py", "--keep", "--runs", str(runs)])
+    paired.main()
+    assert sorted(p.name for p in (kept / "bench" / "runs").iterdir()) == ["sys-s0.json"]
+    monkeypatch.setattr(sys, "argv", ["paired.py", "--keep", "--runs", str(runs.parent / "nope")])
+    with pytest.raises(SystemExit) as e:
+        paired.main()
+    assert e.value.code == 2 and "no such folder" in capsys.readouterr().err
+
+
+def test_bench_full_refuses_a_zero_eqwall_step_count(monkeypatch, capsys):
+    """--eqwall-steps 0 would read as "not given" and train the full schedule under the equal-time
+    name: refused before any data is touched."""
+    import bench_full
+
+    monkeypatch.setattr(sys, "argv", ["bench_full.py", "--eqwall-steps", "0"])
+    monkeypatch.setattr(bench_full, "prepare", lambda args: pytest.fail("prepare ran"))
+    with pytest.raises(SystemExit) as e:
+        bench_full.main()
+    assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
