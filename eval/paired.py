@@ -72,7 +72,14 @@ def finished(d: Path) -> bool:
 def available(run_json: Path) -> bool:
     """first_hit can read this run: its JSON, its cache or its kept ranks."""
     kept = kept_path(run_json)
-    return run_json.exists() or run_json.with_name("first_hit.npy").exists() or (kept is not None and kept.exists())
+    return run_json.exists() or cache_path(run_json).exists() or (kept is not None and kept.exists())
+
+
+def cache_path(run_json: Path) -> Path:
+    """first_hit's cache of one run file: first_hit.npy beside run.json (the name finished runs
+    already have), <stem>.first_hit.npy beside any other run file of the folder (hybrid-rrf.json,
+    ...), so two runs in one folder never read each other's ranks."""
+    return run_json.with_name("first_hit.npy" if run_json.name == "run.json" else f"{run_json.stem}.first_hit.npy")
 
 
 def first_hit(path: Path) -> np.ndarray:
@@ -80,7 +87,7 @@ def first_hit(path: Path) -> np.ndarray:
     Cached next to the run as first_hit.npy (a run JSON of 3,244 questions x 100 passages is
     ~300 MB; the cache is used only while it is newer than the run, or alone where the run was not
     kept, as for runs made on a lent GPU whose run JSONs stayed there)."""
-    cache = path.with_name("first_hit.npy")
+    cache = cache_path(path)
     if cache.exists() and (not path.exists() or cache.stat().st_mtime >= path.stat().st_mtime):
         return np.load(cache)
     kept = kept_path(path)

@@ -120,3 +120,19 @@ def test_bench_full_refuses_a_zero_eqwall_step_count(monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         bench_full.main()
     assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
+
+
+def test_two_runs_in_one_folder_keep_their_own_ranks(tmp_path):
+    """A run folder holds the dense run.json and the hybrid runs beside it: each file's cached
+    ranks are its own (one first_hit.npy per folder once returned the dense ranks for the
+    hybrid file read after it)."""
+    d = tmp_path / "sys-s0"
+    _run(d, [0, 4, None])
+    hybrid = {str(q): {"contexts": [{"has_answer": i == r} for i in range(20)]} for q, r in enumerate([2, 0, 1])}
+    (d / "hybrid-rrf.json").write_text(json.dumps(hybrid))
+    assert paired.first_hit(d / "run.json").tolist() == [0, 4, paired.NONE]
+    assert paired.first_hit(d / "hybrid-rrf.json").tolist() == [2, 0, 1]
+    assert (d / "first_hit.npy").exists() and (d / "hybrid-rrf.first_hit.npy").exists()
+    # read again from the caches, in the other order
+    assert paired.first_hit(d / "hybrid-rrf.json").tolist() == [2, 0, 1]
+    assert paired.first_hit(d / "run.json").tolist() == [0, 4, paired.NONE]
