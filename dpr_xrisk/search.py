@@ -81,6 +81,7 @@ def fuse(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, 
     ``interpolation`` (pyserini's hybrid): score = dense + alpha * sparse, a document missing
     from one list taking that list's minimum score; with ``normalize`` each list is first
     min-max centred as pyserini does, ``(s - (min + max) / 2) / (max - min)``.
+    Equal scores (common under RRF) are ordered by docid descending, trec_eval's rule.
     """
     if method not in FUSIONS:
         raise unknown_name("fusion", method, FUSIONS)
@@ -98,7 +99,9 @@ def fuse(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, 
             dmin = min(d.values(), default=0.0)
             smin = min(s.values(), default=0.0)
             scores = {doc: d.get(doc, dmin) + alpha * s.get(doc, smin) for doc in d.keys() | s.keys()}
-        ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
+        # ties by docid descending, as trec_eval (and dpr_xrisk.metrics) rank: the file order that
+        # DPR accuracy reads is then the ranking the qrels metrics recompute from the scores
+        ranked = sorted(scores.items(), key=lambda x: (x[1], x[0]), reverse=True)[:k]
         out[qid] = ranked
     return out
 

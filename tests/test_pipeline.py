@@ -226,6 +226,23 @@ def test_fusion():
         fuse(dense, sparse, "max")
 
 
+def test_fusion_ties_follow_trec_eval_so_file_order_and_qrels_metrics_agree():
+    """Under RRF a document first in one list and one first in the other tie; the fused order must
+    be the one trec_eval (and dpr_xrisk.metrics) recompute from the scores -- docid descending --
+    or DPR accuracy (file order) and MRR (scores) would rank the same run two ways."""
+    from dpr_xrisk.metrics import qrels_metrics
+
+    dense = {"q": [("a", 0.9), ("x", 0.5)]}
+    sparse = {"q": [("b", 30.0), ("y", 10.0)]}
+    fused = fuse(dense, sparse, "rrf", k=4)["q"]
+    assert fused[0][1] == fused[1][1]  # a and b tie at 1/61
+    assert [d for d, _ in fused] == ["b", "a", "y", "x"]
+    ranked = [d for d, _ in sorted(dict(fused).items(), key=lambda t: (t[1], t[0]), reverse=True)]
+    assert ranked == [d for d, _ in fused]
+    assert qrels_metrics({"q": {"b": 1}}, {"q": dict(fused)}, [10])["mrr@10"] == 1.0
+    assert qrels_metrics({"q": {"a": 1}}, {"q": dict(fused)}, [10])["mrr@10"] == 0.5
+
+
 def test_per_shard_indexes_searched_together_equal_the_merged_index(tiny_encoder, tmp_path):
     from dpr_xrisk.index import load_indexes
 
