@@ -65,6 +65,11 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
                          "upcoming questions)",
                          {"recipe": "recommended", "refresh_fraction": 0.5, "refresh_max_length": 64,
                           "refresh_quantize": "int8", "refresh_questions": "upcoming"}),
+    # the recipe exactly as `train --recipe recommended` resolves it on the host (refresh_quantize
+    # "auto": the tower itself at the training precision under --bf16 on a CPU with AMX, int8 on
+    # other CPUs with VNNI, none elsewhere): recommended-fast pins int8, so on an AMX host this is
+    # the full-length run of the default that session 19 changed (refresh share and quality)
+    "shipped": ("the shipped recipe verbatim (train --recipe recommended, nothing pinned)", {"recipe": "recommended"}),
     # one factor of the shipped recipe at full length (issue #17 item 4: "not measured at full
     # length"), against recommended-fast of the same seed: three hard negatives per question per
     # step instead of one (the pool sampler draws them without replacement from the top 50)
@@ -169,6 +174,9 @@ def settings_of(args, data, system, seed, steps) -> dict:
     if SYSTEMS[system][1] is not None:
         s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size,
                  bf16_train=args.bf16)
+    if system == "shipped":  # its settings are the recipe file's values: a changed recipe is another run
+        from dpr_xrisk import recipes
+        s["recipe_values"] = recipes.load("recommended")
     return s
 
 
