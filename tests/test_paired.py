@@ -136,3 +136,17 @@ def test_two_runs_in_one_folder_keep_their_own_ranks(tmp_path):
     # read again from the caches, in the other order
     assert paired.first_hit(d / "hybrid-rrf.json").tolist() == [2, 0, 1]
     assert paired.first_hit(d / "run.json").tolist() == [0, 4, paired.NONE]
+
+
+def test_kept_ranks_are_not_git_ignored():
+    """The kept ranks exist to be committed: a runs/ ignore rule once hid those of bench_full
+    (eval/results/per-question/full/runs/), so a fresh checkout had none of them."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    for rel in ("full/runs/recommended-fast-s0.json", "refresh/runs-amx/zero-shot.json", "nq/runs/x-s0.json"):
+        path = (paired.KEPT / rel).relative_to(root)
+        r = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=root)
+        assert r.returncode == 1, f"{path} is git-ignored"
