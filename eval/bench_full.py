@@ -48,11 +48,14 @@ BASE = WORK / "full"
 PROTOCOL = "full-1"
 NEGATIVES = "dpr-bm25-negatives.jsonl"  # --carried-bm25: the DPR recipe's BM25 pools
 METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
+# the DPR recipe's settings (every DPR system) and the recipe's fast refresh as recommended-fast pins it
+DPR = {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}
+FAST = {"recipe": "recommended", "refresh_fraction": 0.5, "refresh_max_length": 64, "refresh_quantize": "int8",
+        "refresh_questions": "upcoming"}
 # name -> (what, train settings: {"recipe": name or None, **TrainConfig keys}); None = no training
 SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "zero-shot": ("MiniLM, no training", None),
-    "dpr": ("DPR recipe: InfoNCE + 1 BM25 hard negative (BM25 over the training corpus), in-batch negatives",
-            {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
+    "dpr": ("DPR recipe: InfoNCE + 1 BM25 hard negative (BM25 over the training corpus), in-batch negatives", DPR),
     "recommended": ("the shipped recipe before its fast refresh (train --recipe recommended, PINNED below)",
                     {"recipe": "recommended"}),
     "recommended-listwise": ("the recipe with the listwise loss (logistic pairwise loss)",
@@ -63,8 +66,7 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # window draws re-mined; the first int8 refresh's fp32 guard on)
     "recommended-fast": ("the shipped recipe with the refresh on the fast path (int8, half corpus, 64 word pieces, "
                          "upcoming questions)",
-                         {"recipe": "recommended", "refresh_fraction": 0.5, "refresh_max_length": 64,
-                          "refresh_quantize": "int8", "refresh_questions": "upcoming"}),
+                         FAST),
     # the recipe exactly as `train --recipe recommended` resolves it on the host (refresh_quantize
     # "auto": the tower itself at the training precision under --bf16 on a CPU with AMX, int8 on
     # other CPUs with VNNI, none elsewhere): recommended-fast pins int8, so on an AMX host this is
@@ -74,14 +76,10 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # length"), against recommended-fast of the same seed: three hard negatives per question per
     # step instead of one (the pool sampler draws them without replacement from the top 50)
     "recommended-fast-h3": ("recommended-fast with 3 hard negatives per question per step",
-                            {"recipe": "recommended", "refresh_fraction": 0.5, "refresh_max_length": 64,
-                             "refresh_quantize": "int8", "refresh_questions": "upcoming", "hard_negatives": 3}),
-    "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time",
-                   {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
-    "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time",
-                        {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
-    "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time",
-                           {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}),
+                            {**FAST, "hard_negatives": 3}),
+    "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
+    "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
+    "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time", DPR),
 }
 # The recipe's refresh as these two systems ran it, before the recipe moved to the fast path
 # (2026-12-02): every passage re-encoded at 128 word pieces at the training precision, every

@@ -66,7 +66,7 @@ def keep(run_json: Path) -> Path:
 
 def finished(d: Path) -> bool:
     """A run folder of a finished run whose ranks are still here (its JSON or its cache)."""
-    return (d / "bench.json").exists() and ((d / "run.json").exists() or (d / "first_hit.npy").exists())
+    return (d / "bench.json").exists() and ((d / "run.json").exists() or cache_path(d / "run.json").exists())
 
 
 def available(run_json: Path) -> bool:
