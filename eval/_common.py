@@ -47,13 +47,14 @@ def cpu_kind() -> dict:
 def kind_suffix() -> tuple[str, str]:
     """(heading suffix, file suffix) naming a CPU kind whose int8/bf16 speeds differ by large factors
     from the AVX-512 VNNI + bfloat16 machines most results were measured on: ``("", "")`` on those,
-    so their sections keep their names; else a name of what the CPU lacks, e.g. ``(", AVX2-only
-    CPU", "-avx2")``."""
-    from dpr_xrisk.device import cpu_has_native_bf16, cpu_has_vnni
+    so their sections keep their names; ``(", CPU with AMX", "-amx")`` where bf16 matrix units make
+    its bf16 speeds its own; else a name of what the CPU lacks, e.g. ``(", AVX2-only CPU",
+    "-avx2")``."""
+    from dpr_xrisk.device import cpu_has_amx, cpu_has_native_bf16, cpu_has_vnni
 
     vnni, bf16 = cpu_has_vnni(), cpu_has_native_bf16()
     if vnni and bf16:
-        return "", ""
+        return (", CPU with AMX", "-amx") if cpu_has_amx() else ("", "")
     if vnni:
         return ", AVX-512 VNNI CPU without native bfloat16", "-vnni-nobf16"
     if "avx512f" in cpu_kind()["cpu_flags"]:

@@ -94,8 +94,6 @@ def main() -> None:
     rq = ("" if args.refresh_quantize == "auto" else f"-{args.refresh_quantize}") + \
         ("" if args.precision == "fp32" else f"-{args.precision}")
     head, kind = kind_suffix()
-    if "amx_bf16" in common.cpu_kind()["cpu_flags"]:  # bf16 matrix units: its bf16 speeds are its own
-        head, kind = head + ", CPU with AMX", kind + "-amx"
     d = BASE / f"recommended{rq}{kind or '-vnni'}-s{args.seed}"
     cfg = {"train": [str(bf.BASE / "train.json")], "corpus": str(corpus), "batch_size": args.batch_size,
            "epochs": FULL_STEPS_EPOCHS, "max_steps": steps, "seed": args.seed, "threads": args.threads,
