@@ -93,6 +93,12 @@ def cpu_has_amx() -> bool:
     return info is not None and "amx_bf16" in info[1]
 
 
+def cpu_has_amx_int8() -> bool:
+    """AMX-INT8 (int8 tile matrix units) in /proc/cpuinfo; unknown elsewhere counts as no."""
+    info = cpu_info()
+    return info is not None and "amx_int8" in info[1]
+
+
 def warn_int8_without_vnni() -> None:
     """One stderr line where int8 buys no speed: on an x86 CPU without AVX-512 VNNI it measured no
     faster than fp32 (silent on other CPUs, e.g. ARM or unknown: nothing was measured there)."""

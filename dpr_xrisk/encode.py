@@ -299,6 +299,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         meta["activation_bits"] = encoder.activation_bits
     if getattr(encoder, "quantize", "none") == "int8":  # FFN outlier channels smoothed before quantising
         meta["smoothed_channels"] = getattr(encoder, "smoothed_channels", 0)
+        if getattr(encoder, "int8_engine", None):  # the kernels the weights were packed for
+            meta["int8_engine"] = encoder.int8_engine
     write_json(meta_path, meta)
     progress_path.unlink(missing_ok=True)
     return meta_path

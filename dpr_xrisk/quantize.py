@@ -23,6 +23,14 @@ input columns multiplied up by the same factor: in fp32 the same function (Smoot
 migration, applied to the outliers only). On MiniLM (3,244 SQuAD questions x 524 paragraphs) the
 overlap of int8's top-20 with fp32's rose from 0.943 to 0.958 (eval/RESULTS.md).
 
+Kernels (:func:`int8_engine`): torch packs each int8 weight for one quantised engine. Where the
+CPU has AMX-INT8 the copy is packed for ``onednn``, whose dynamic int8 Linear runs on the AMX
+tiles; elsewhere for torch's default (``x86``: fbgemm's VNNI/AVX2 kernels). Measured on a Xeon
+with AMX (2 threads, MiniLM, 400 Wikipedia passages, batch 16): 181 passages/s with onednn
+against 141 with x86, the same vectors to 1e-4 in cosine (mean 0.9961, min 0.9919 against
+fp32 either way). A packed weight keeps its engine when torch's global engine is changed later,
+but a ``copy.deepcopy`` of an int8 tower re-packs it for the engine current at that time.
+
 The quantised copy keeps the model's fingerprint (it is the same model, run in int8); the
 embeddings and index metas record the ``quantize`` used, and ``search`` refuses queries of another
 mode unless ``--allow-backend-mismatch``. Model folders never hold anything quantisation-specific.
@@ -36,7 +44,9 @@ import warnings
 import torch
 from torch import nn
 
-from dpr_xrisk.device import cpu_has_vnni
+from contextlib import contextmanager
+
+from dpr_xrisk.device import cpu_has_amx_int8, cpu_has_vnni
 from dpr_xrisk.errors import unknown_name
 
 QUANTIZE = ("none", "int8")
@@ -48,6 +58,33 @@ CALIBRATION = (32, 128)  # (sequences, tokens) of smooth_outliers' data-free cal
 # 0.9933 vs 0.9961 / 0.9930 with 32 x 128) at a quarter of the cost, and the refresh's own quality
 # guard measures the result at the first refresh
 REFRESH_CALIBRATION = (16, 64)
+
+
+QUANTIZED_ENGINES = ("x86", "fbgemm", "onednn")
+
+
+def int8_engine() -> str:
+    """The quantised engine int8 towers are packed for: ``onednn`` on a CPU with AMX-INT8 (its
+    Linear runs on the tiles, 1.3x the x86 engine's speed there; module notes), else torch's
+    current engine where it is one of :data:`QUANTIZED_ENGINES`, else ``x86``."""
+    if cpu_has_amx_int8() and "onednn" in torch.backends.quantized.supported_engines:
+        return "onednn"
+    current = torch.backends.quantized.engine
+    return current if current in QUANTIZED_ENGINES else "x86"
+
+
+@contextmanager
+def quantized_engine(name: str):
+    """torch's quantised engine set to ``name`` inside the block (packing happens there), restored
+    after: the rest of the process keeps its own setting."""
+    if name not in torch.backends.quantized.supported_engines:
+        raise unknown_name("quantized engine", name, tuple(torch.backends.quantized.supported_engines))
+    before = torch.backends.quantized.engine
+    torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
 
 
 def _full_range_linear_class():
@@ -154,14 +191,16 @@ def smooth_outliers(model: nn.Module, k: int = SMOOTH_CHANNELS, copy_model: bool
 
 
 def quantized(encoder, mode: str | None = "none", full_range: bool | None = None, smooth: int = SMOOTH_CHANNELS,
-              calibration: tuple[int, int] = CALIBRATION):
+              calibration: tuple[int, int] = CALIBRATION, engine: str | None = None):
     """``encoder`` itself for ``none``; for ``int8`` a copy with dynamically quantised towers
     (the original is untouched; CPU only). ``full_range``: 8-bit activations (default: where the
     CPU has VNNI, see the module's notes); the copy's ``activation_bits`` says which ran.
     ``smooth``: outlier channels divided down per FFN Linear before quantising
     (:func:`smooth_outliers`; 0: none); the copy's ``smoothed_channels`` is that ``k`` (0 where the
     towers have no BERT-style FFN; narrow towers get at most an eighth of their channels).
-    ``calibration``: (sequences, tokens) of the outliers' calibration batch (:data:`CALIBRATION`)."""
+    ``calibration``: (sequences, tokens) of the outliers' calibration batch (:data:`CALIBRATION`).
+    ``engine``: torch's quantised engine the weights are packed for (default :func:`int8_engine`);
+    the copy's ``int8_engine`` says which."""
     mode = mode or "none"
     if mode not in QUANTIZE:
         raise unknown_name("quantize mode", mode, QUANTIZE)
@@ -171,12 +210,14 @@ def quantized(encoder, mode: str | None = "none", full_range: bool | None = None
 
     bits = activation_bits(full_range)
     full = _full_range_linear_class() if bits == 8 else None
+    engine = engine or int8_engine()
 
     def q(model):
         model = smooth_outliers(model, smooth, calibration=calibration)[0]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's deprecation notice of quantised tensor creation
-            out = quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+            with quantized_engine(engine):
+                out = quantize_dynamic(model, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
         if full is not None:
             for m in out.modules():
                 if type(m) is full.__bases__[0]:
@@ -185,7 +226,7 @@ def quantized(encoder, mode: str | None = "none", full_range: bool | None = None
 
     qm = q(encoder.query_model)
     pm = qm if encoder.passage_model is encoder.query_model else q(encoder.passage_model)
-    return with_towers(encoder, qm, pm, quantize=mode, activation_bits=bits,
+    return with_towers(encoder, qm, pm, quantize=mode, activation_bits=bits, int8_engine=engine,
                        smoothed_channels=smooth if smooth > 0 and smoothable(encoder.query_model) else 0)
 
 

@@ -5,7 +5,9 @@ fp32, bf16 and int8 (``--quantize int8``) and sentence-transformers fp32 (``enco
 model (MiniLM), max length 256, batch 64 (``--batch-size N``, or ``best``: each path at its own best), ``--threads`` threads, repetitions interleaved (the
 order rotates), medians reported; plus the machine's fp32 GEMM rate (2048^3 matmul on the same
 threads) and each path's GFLOP/s as a share of it (FLOPs counted from the Linear layers and the
-attention products at each passage's token count).
+attention products at each passage's token count). Where the toolkit packs int8 weights for
+another torch engine than ``x86`` (``onednn`` on a CPU with AMX-INT8, ``dpr_xrisk.quantize.int8_engine``),
+the x86 engine's int8 runs beside it as ``ours int8 x86 engine``.
 
 Quality: zero-shot MiniLM on the SQuAD held-out articles (``convert squad --test-fraction 0.25
 --seed 0``; the 3,244 test questions against the test articles' paragraphs, bench_refresh's
@@ -91,7 +93,7 @@ def _best() -> dict:
 
     cpu = torch.device("cpu")
     fp32, bf16 = encode_batch_size(cpu), encode_batch_size(cpu, bf16=True)
-    return {"ours fp32": fp32, "ours bf16": bf16, "ours int8": fp32, "ours onnx fp32": fp32, "ours onnx int8": fp32,
+    return {"ours fp32": fp32, "ours bf16": bf16, "ours int8": fp32, "ours int8 x86 engine": fp32, "ours onnx fp32": fp32, "ours onnx int8": fp32,
             "st fp32": fp32, "st onnx fp32": fp32, "st onnx qint8": fp32}
 
 
@@ -101,7 +103,7 @@ def batches(spec: str) -> dict:
     return best if spec == "best" else dict.fromkeys(best, int(spec))
 
 
-def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
+def speed(args, fp32, int8, onnx32=None, onnx8=None, int8_x86=None) -> dict:
     from sentence_transformers import SentenceTransformer
 
     from dpr_xrisk.encoder import resolve_model_path
@@ -118,6 +120,9 @@ def speed(args, fp32, int8, onnx32=None, onnx8=None) -> dict:
              **({"ours bf16": lambda: fp32.encode_passages(titles, texts, batch_size=b["ours bf16"], bf16=True)}
                 if NATIVE_BF16 else {}),
              "ours int8": lambda: int8.encode_passages(titles, texts, batch_size=b["ours int8"]),
+             # where the default int8 engine is not x86 (onednn on AMX-INT8): x86's kernels beside it
+             **({"ours int8 x86 engine": lambda: int8_x86.encode_passages(titles, texts, batch_size=b["ours int8 x86 engine"])}
+                if int8_x86 is not None else {}),
              "st fp32": lambda: st.encode(joined, batch_size=b["st fp32"], convert_to_numpy=True)}
     if onnx32 is not None:
         paths["ours onnx fp32"] = lambda: onnx32.encode_passages(titles, texts, batch_size=b["ours onnx fp32"])
@@ -218,7 +223,8 @@ def full_section(res: dict, batch_size: str) -> tuple[str, str]:
     cpu = f"CPU {res['machine'].get('cpu_model', '?')} ({', '.join(res['machine'].get('cpu_flags', []))}); "
     section = (f"{title}\n\nCommand: `{res['command'].strip()}`  \nDate: {res['machine']['date']}; {cpu}"
                f"{res['threads']} threads; fp32 GEMM {sp['gemm_fp32_gflops']} GFLOP/s; ONNX export seconds {res['onnx_export_seconds'] or '—'}; "
-               f"torch int8: per-channel weights, {res['int8_activation_bits']}-bit activations; torch and ONNX int8: "
+               f"torch int8: per-channel weights, {res['int8_activation_bits']}-bit activations, "
+               f"{res.get('int8_engine', 'x86')} engine; torch and ONNX int8: "
                f"{res.get('int8_smoothed_channels', 0)} outlier channels smoothed per FFN Linear."
                + ("" if "ours bf16" in sp["paths"] else " No bf16 rows: this CPU has no native bfloat16 (~10x slower than fp32).")
                + "\n\n"
@@ -250,6 +256,7 @@ def main() -> None:
 
     fp32 = DualEncoder.load("minilm").eval()
     int8 = quantized(fp32, "int8")
+    int8_x86 = quantized(fp32, "int8", engine="x86") if int8.int8_engine != "x86" else None
     onnx32 = onnx8 = None
     export = {}
     if not args.no_onnx:
@@ -278,8 +285,9 @@ def main() -> None:
         replace_section(EVAL / "RESULTS.md", title, section)
         return
     res = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
-           "threads": args.threads, "int8_activation_bits": int8.activation_bits,
-           "int8_smoothed_channels": int8.smoothed_channels, "onnx_export_seconds": export, "speed": speed(args, fp32, int8, onnx32, onnx8),
+           "threads": args.threads, "int8_activation_bits": int8.activation_bits, "int8_engine": int8.int8_engine,
+           "int8_smoothed_channels": int8.smoothed_channels, "onnx_export_seconds": export,
+           "speed": speed(args, fp32, int8, onnx32, onnx8, int8_x86),
            "quality": quality(fp32, int8, onnx8)}
     RESULTS.mkdir(exist_ok=True)
     sfx = ("" if args.batch_size == "64" else f"-batch-{args.batch_size}") + kind_suffix()[1]

@@ -400,3 +400,36 @@ def test_a_resumed_run_keeps_the_refresh_path_auto_resolved_at_its_start(tiny_mo
     recs = [json.loads(x) for x in (tmp_path / "cut" / "refresh_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in recs] == [0, 2, 4] and all("quantize_s" in r for r in recs)  # step 4: after the resume
     assert_same_weights(tmp_path / "full", tmp_path / "cut")
+
+
+def test_int8_engine_packs_for_onednn_on_amx_and_matches_the_reference_on_every_engine(monkeypatch):
+    """`quantized(..., engine=)` packs the weights for that torch engine (onednn by default where
+    the CPU has AMX-INT8: its Linear runs on the tiles), gives the naive reference's output on
+    each, the same output at every call, and leaves torch's global engine as it was."""
+    import torch
+    from torch import nn
+
+    import dpr_xrisk.quantize as Q
+
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 48)
+    x = torch.randn(10, 64) * 3
+    levels = 2 ** Q.activation_bits()
+    ref = _naive_dynamic_int8(x, lin.weight.detach(), lin.bias.detach(), levels)
+    before = torch.backends.quantized.engine
+    engines = [e for e in ("x86", "onednn") if e in torch.backends.quantized.supported_engines]
+    assert engines
+    for engine in engines:
+        q = Q.quantized(_one_layer_encoder(lin), "int8", engine=engine)
+        assert q.int8_engine == engine and torch.backends.quantized.engine == before
+        y = q.passage_model(x)
+        assert (y - ref).abs().max().item() < 0.02, engine
+        assert torch.equal(y, q.passage_model(x))  # exactly itself across calls
+    with pytest.raises(InputError, match="unknown quantized engine 'int4k'"):
+        Q.quantized(_one_layer_encoder(lin), "int8", engine="int4k")
+    assert torch.backends.quantized.engine == before
+    # the default: onednn where the CPU has AMX-INT8, torch's own engine elsewhere
+    monkeypatch.setattr(Q, "cpu_has_amx_int8", lambda: True)
+    assert Q.int8_engine() == ("onednn" if "onednn" in engines else Q.int8_engine())
+    monkeypatch.setattr(Q, "cpu_has_amx_int8", lambda: False)
+    assert Q.int8_engine() == (before if before in Q.QUANTIZED_ENGINES else "x86")

@@ -192,6 +192,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             extra["quantize_s"] = round(time.perf_counter() - t0, 3)
             extra["activation_bits"] = encoder.activation_bits
             extra["smoothed_channels"] = encoder.smoothed_channels
+            extra["int8_engine"] = encoder.int8_engine
             extra["calibration"] = list(REFRESH_CALIBRATION)
         if cfg.refresh_fraction is not None:
             t0 = time.perf_counter()
