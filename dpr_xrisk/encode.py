@@ -295,6 +295,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         "seconds": round(before + time.perf_counter() - t0, 3), "bf16": bf16,  # all sessions of a resumed run
         "quantize": getattr(encoder, "quantize", "none"), "backend": getattr(encoder, "backend", "torch"),
     }
+    if getattr(encoder, "bf16_weights", False):  # bfloat16 weights, not autocast (quantize.bf16_towers)
+        meta["bf16_weights"] = True
     if getattr(encoder, "activation_bits", None):  # torch int8: 8-bit activations with VNNI, else 7
         meta["activation_bits"] = encoder.activation_bits
     if getattr(encoder, "quantize", "none") == "int8":  # FFN outlier channels smoothed before quantising

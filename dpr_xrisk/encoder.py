@@ -286,7 +286,10 @@ class DualEncoder(nn.Module):
         pad_id = self.tokenizer.pad_token_id or 0
         left = getattr(self.tokenizer, "padding_side", "right") == "left"
         device = self.device
-        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        # towers whose weights are bfloat16 already (quantize.bf16_towers) run as they are: autocast
+        # would only cast their LayerNorms' inputs back and forth
+        autocast = bf16 and next(model.parameters()).dtype != torch.bfloat16
+        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
                 width = max(len(input_ids[i]) for i in idx)

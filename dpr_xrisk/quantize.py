@@ -230,6 +230,21 @@ def quantized(encoder, mode: str | None = "none", full_range: bool | None = None
                        smoothed_channels=smooth if smooth > 0 and smoothable(encoder.query_model) else 0)
 
 
+def bf16_towers(encoder):
+    """A copy of ``encoder`` whose towers hold bfloat16 weights (the original is untouched; the copy
+    keeps its fingerprint and has ``bf16_weights`` set): every op runs in bfloat16, LayerNorms and
+    GELUs included, where bf16 autocast runs those in float32 and casts each Linear's input and
+    output. For CPUs with native bfloat16 (the training refresh under ``--precision bf16``).
+    Measured on a Xeon with AMX (2 threads, MiniLM, 1,024 Wikipedia passages at 64 word pieces,
+    batch 64): 866-927 passages/s against 676-777 with autocast, min cosine to fp32 0.9999."""
+    def cast(model):
+        return copy.deepcopy(model).to(torch.bfloat16).eval()
+
+    qm = cast(encoder.query_model)
+    pm = qm if encoder.passage_model is encoder.query_model else cast(encoder.passage_model)
+    return with_towers(encoder, qm, pm, bf16_weights=True)
+
+
 def with_towers(encoder, query_model, passage_model, **attrs):
     """A copy of ``encoder`` that runs other towers (int8, ONNX Runtime) in place of its own: the
     original is untouched and the copy keeps its fingerprint (the same model, run another way);

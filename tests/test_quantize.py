@@ -433,3 +433,58 @@ def test_int8_engine_packs_for_onednn_on_amx_and_matches_the_reference_on_every_
     assert Q.int8_engine() == ("onednn" if "onednn" in engines else Q.int8_engine())
     monkeypatch.setattr(Q, "cpu_has_amx_int8", lambda: False)
     assert Q.int8_engine() == (before if before in Q.QUANTIZED_ENGINES else "x86")
+
+
+def test_bf16_towers_copy_is_close_keeps_the_fingerprint_and_skips_autocast(tiny_encoder, monkeypatch):
+    """quantize.bf16_towers: bfloat16 weights in a copy (the original untouched, same fingerprint),
+    vectors close to fp32; the encoder runs such towers without autocast (nothing to cast)."""
+    from dpr_xrisk.quantize import bf16_towers
+
+    texts = ["the quick brown fox", "jumps over the lazy dog", "the nile is a river"]
+    before = {k: v.clone() for k, v in tiny_encoder.state_dict().items()}
+    b = bf16_towers(tiny_encoder)
+    assert b.fingerprint() == tiny_encoder.fingerprint() and b.bf16_weights
+    assert all(p.dtype == torch.bfloat16 for p in b.passage_model.parameters())
+    assert (b.passage_model is b.query_model) is (tiny_encoder.passage_model is tiny_encoder.query_model)
+    assert all(v.equal(before[k]) and v.dtype == torch.float32 for k, v in tiny_encoder.state_dict().items())
+    x, y = tiny_encoder.encode_passages([""] * 3, texts), b.encode_passages([""] * 3, texts, bf16=True)
+    assert y.dtype == np.float32
+    cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
+    assert cos.min() > 0.99 and np.abs(x - y).max() > 0
+    calls = []
+    real = torch.autocast
+
+    def spy(*a, enabled=True, **k):
+        calls.append(enabled)
+        return real(*a, enabled=enabled, **k)
+
+    monkeypatch.setattr(torch, "autocast", spy)
+    b.encode_passages([""] * 3, texts, bf16=True)
+    tiny_encoder.encode_passages([""] * 3, texts, bf16=True)
+    assert calls == [False, True]  # bf16 weights: no autocast; fp32 weights: autocast
+
+
+def test_bf16_refresh_on_a_cpu_runs_bf16_weights_and_resumes_exactly(tiny_model_dir, tmp_path):
+    """bf16 training with the refresh at the training precision (refresh_quantize none) on a CPU:
+    each refresh encodes with a bfloat16-weights copy of the current towers (logged: bf16_weights,
+    cast_s); a killed and resumed run ends with the same weights and refresh cache."""
+    from conftest import train_killed_at
+    from dpr_xrisk.encode import load_shards, shard_arrays
+    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.trainer import train
+
+    cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
+                      max_steps=6, lr=1e-3, warmup_ratio=0.0, negatives="model", refresh_every=2, refresh_k=20,
+                      refresh_quantize="none", refresh_fraction=0.5, precision="bf16", save_every=2)
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    train(cfg, full, progress=False)
+    recs = [json.loads(x) for x in (full / "refresh_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recs] == [0, 2, 4]
+    assert all(r["bf16_weights"] is True and r["cast_s"] >= 0 and "quantize_s" not in r for r in recs)
+    meta = json.loads(next((full / "refresh_cache").glob("step-*/emb/meta*.json")).read_text())
+    assert meta["bf16"] is True and meta["bf16_weights"] is True
+    train_killed_at(cfg, cut, 5)
+    train(cfg, cut, resume=True, progress=False)
+    assert_same_weights(full, cut)
+    va, vb = (shard_arrays(load_shards(d / "refresh_cache" / "step-4" / "emb")[0])[0] for d in (full, cut))
+    np.testing.assert_array_equal(va, vb)

@@ -183,6 +183,14 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             shutil.rmtree(out / "refresh_onnx", ignore_errors=True)  # the towers have changed since the last one
             encoder, export_s = onnx_encoder(encoder, cfg.refresh_quantize, out / "refresh_onnx")
             extra["export_s"] = round(export_s, 3)
+        elif enc_bf16 and encoder.device.type == "cpu":
+            from dpr_xrisk.quantize import bf16_towers
+
+            t0 = time.perf_counter()
+            # a copy with bfloat16 weights: on a CPU 1.2x faster than autocast (quantize.bf16_towers)
+            encoder = bf16_towers(encoder)
+            extra["cast_s"] = round(time.perf_counter() - t0, 3)
+            extra["bf16_weights"] = True
         elif cfg.refresh_quantize != "none":
             from dpr_xrisk.quantize import REFRESH_CALIBRATION, quantized
 
@@ -206,7 +214,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
                                filter_answers=cfg.filter_answers, bf16=enc_bf16, work_dir=out, embeddings=emb,
                                progress=progress, tokens=tokens, batch_size=bs, only=only)
         result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
-                                        + extra.get("export_s", 0) + extra["tokens_s"], 3)
+                                        + extra.get("cast_s", 0) + extra.get("export_s", 0) + extra["tokens_s"], 3)
         result.stats.update(extra)
         if "encode_s" in extra:
             prune_refresh_cache(out, step)
