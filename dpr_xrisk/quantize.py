@@ -40,11 +40,10 @@ from __future__ import annotations
 
 import copy
 import warnings
+from contextlib import contextmanager
 
 import torch
 from torch import nn
-
-from contextlib import contextmanager
 
 from dpr_xrisk.device import cpu_has_amx_int8, cpu_has_vnni
 from dpr_xrisk.errors import unknown_name
@@ -60,17 +59,13 @@ CALIBRATION = (32, 128)  # (sequences, tokens) of smooth_outliers' data-free cal
 REFRESH_CALIBRATION = (16, 64)
 
 
-QUANTIZED_ENGINES = ("x86", "fbgemm", "onednn")
-
-
 def int8_engine() -> str:
     """The quantised engine int8 towers are packed for: ``onednn`` on a CPU with AMX-INT8 (its
     Linear runs on the tiles, 1.3x the x86 engine's speed there; module notes), else torch's
-    current engine where it is one of :data:`QUANTIZED_ENGINES`, else ``x86``."""
+    current engine (``x86`` on x86 builds, ``qnnpack`` on ARM: what int8 always used there)."""
     if cpu_has_amx_int8() and "onednn" in torch.backends.quantized.supported_engines:
         return "onednn"
-    current = torch.backends.quantized.engine
-    return current if current in QUANTIZED_ENGINES else "x86"
+    return torch.backends.quantized.engine
 
 
 @contextmanager
@@ -246,9 +241,9 @@ def bf16_towers(encoder):
 
 
 def with_towers(encoder, query_model, passage_model, **attrs):
-    """A copy of ``encoder`` that runs other towers (int8, ONNX Runtime) in place of its own: the
-    original is untouched and the copy keeps its fingerprint (the same model, run another way);
-    ``attrs`` are set on the copy (``quantize``, ``backend``)."""
+    """A copy of ``encoder`` that runs other towers (int8, bf16 weights, ONNX Runtime) in place of
+    its own: the original is untouched and the copy keeps its fingerprint (the same model, run
+    another way); ``attrs`` are set on the copy (``quantize``, ``backend``, ``bf16_weights``)."""
     fingerprint = encoder.fingerprint()
     out = copy.copy(encoder)
     out._modules = dict(encoder._modules)  # a shallow copy must not swap the original's towers
