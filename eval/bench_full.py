@@ -177,6 +177,10 @@ def settings_of(args, data, system, seed, steps) -> dict:
     if system == "shipped":  # its settings are the recipe file's values: a changed recipe is another run
         from dpr_xrisk import recipes
         s["recipe_values"] = recipes.load("recommended")
+        # the trainer's refresh steps for refresh_every_epochs since 2026-12-03: the first step after
+        # each quarter epoch (56, 111, ..., 387 of 442), no longer multiples of a rounded 55 (which
+        # refreshed at step 440 for the last 2 steps); runs made before are another run
+        s["refresh_schedule"] = "epoch-fractions"
     return s
 
 

@@ -10,15 +10,15 @@ has neither (AVX2 only: fp32 training; int8 with 7-bit activations, no faster th
 step, the refresh and the guard change speed by different factors, so the share is measured again here rather than
 carried over. Data: bench_full's training files (7,070 SQuAD training-article questions; refresh
 corpus 1,543 training-article paragraphs + a 20,000-passage Wikipedia sample), the recipe's
-defaults unchanged (batch 32, refresh every quarter epoch = 55 steps, half the corpus re-encoded
+defaults unchanged (batch 32, refresh every quarter epoch = at steps 56, 111, ..., 387, half the corpus re-encoded
 per refresh at 64 word pieces -- by an int8 copy of the passage tower where the CPU has AVX-512
 VNNI, else by the tower itself (``refresh_quantize = "auto"``; ``--refresh-quantize int8`` forces
 int8) -- upcoming questions re-mined), fp32 training (``--precision`` left at its default), 2
 epochs = 442 steps in the full schedule.
 
 Measured: the step-0 refresh (every passage encoded, a whole period's questions mined), the first
-partial refresh (step 55), the int8 guard where int8 runs, and the median training step.
-Projected: the full run's loop = 442 median steps + the step-0 refresh + 8 partial refreshes, each
+partial refresh (step 56), the int8 guard where int8 runs, and the median training step.
+Projected: the full run's loop = 442 median steps + the step-0 refresh + 7 partial refreshes, each
 with the measured partial refresh's encoding time and the step-0 refresh's mining time per
 question times the questions it mines (a period's, fewer for the last) [+ the guard]. A
 projection, not a measurement of a full run: bench_full's runs showed the partial refreshes
@@ -83,14 +83,17 @@ def main() -> None:
     data = br.prepare_data(ns)
     train, corpus = bf.training_files(args, data)
     n_q = len(train)
-    steps_per_epoch = n_q // args.batch_size  # as the trainer counts them
     from dpr_xrisk import recipes
+    from dpr_xrisk.train.trainer import RefreshSchedule
 
     recipe = recipes.load("recommended")
-    period = max(1, round(recipe["refresh_every_epochs"] * steps_per_epoch))
-    steps = period + args.extra_steps
     full_steps = math.ceil(FULL_STEPS_EPOCHS * n_q / args.batch_size)
-    n_refresh = len(range(0, full_steps, period))  # at step 0, period, 2 period, ... < full_steps
+    # the trainer's own schedule: the first step after each quarter epoch, none at the end
+    schedule = RefreshSchedule(recipe.get("refresh_every"), recipe["refresh_every_epochs"], n_q / args.batch_size,
+                               full_steps).epoch_steps
+    period = schedule[0]  # the first refresh after step 0 (step 56 of 442)
+    steps = period + args.extra_steps
+    n_refresh = 1 + len(schedule)  # step 0 and the schedule's
     rq = ("" if args.refresh_quantize == "auto" else f"-{args.refresh_quantize}") + \
         ("" if args.precision == "fp32" else f"-{args.precision}")
     head, kind = kind_suffix()
@@ -126,12 +129,12 @@ def main() -> None:
     # full run's costs; its mining part is scaled from the step-0 refresh's rate per mined
     # question (a whole period's questions, the same corpus).
     rate = mine_s(first) / first["mined_questions"]
-    later = [encode_s(second) + rate * min(period, full_steps - s) * args.batch_size for s in range(period, full_steps, period)]
+    later = [encode_s(second) + rate * (nxt - s) * args.batch_size for s, nxt in zip(schedule, schedule[1:] + [full_steps])]
     refresh_total = first["seconds"] + sum(later)
     loop = full_steps * med + refresh_total
     res = {"command": "python eval/bench_refresh_cost.py " + " ".join(sys.argv[1:]), "machine": machine(),
            "threads": args.threads, "seed": args.seed, "train_questions": n_q, "corpus_passages": sum(1 for _ in open(corpus)) - 1,
-           "steps_run": steps, "period": period, "full_steps": full_steps, "full_refreshes": n_refresh,
+           "steps_run": steps, "period": period, "refresh_steps": [0] + schedule, "full_steps": full_steps, "full_refreshes": n_refresh,
            "median_step_s": round(med, 3), "steps_logged": len(step_s),
            "measured_loop_s": end_rec["seconds"], "measured_refresh_s": end_rec["refresh_seconds"],
            "first_refresh": first, "partial_refresh": second, "guard_s": guard,

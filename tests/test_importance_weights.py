@@ -14,7 +14,7 @@ from dpr_xrisk.train.batch import collate
 from dpr_xrisk.train.config import TrainConfig
 from dpr_xrisk.train.data import PassageStore, TrainingSet, TrainQuestion
 from dpr_xrisk.train.refresh import pool_log_q, sample_negatives
-from dpr_xrisk.train.trainer import refresh_schedule
+from dpr_xrisk.train.trainer import RefreshSchedule
 
 
 @pytest.mark.parametrize("sampler,h", [("uniform", 2), ("softmax", 1), ("softmax", 3)])
@@ -121,12 +121,29 @@ def test_unknown_corpus_size_or_in_batch_q_one_make_every_candidate_certain(tiny
     assert b.neg_mask.any() and (b.log_q == 0).all()
 
 
-def test_refresh_periods_are_and_or():
-    cfg = TrainConfig(train=("x.json",), corpus="c.tsv", refresh_every=3, refresh_every_epochs=0.5)
-    periods = refresh_schedule(cfg, steps_per_epoch=10)
-    assert periods == [3, 5]
-    assert [t for t in range(1, 12) if any(t % r == 0 for r in periods)] == [3, 5, 6, 9, 10]
-    assert refresh_schedule(TrainConfig(train=("x.json",)), 10) == []
+def test_refresh_schedule_is_and_or():
+    # SPEC §5 "every R steps and/or every E epochs": R = 3 and E = 0.5 of 10 steps per epoch
+    at = RefreshSchedule(3, 0.5, 10.0, steps=12)
+    assert [t for t in range(0, 14) if at.due(t)] == [3, 5, 6, 9, 10]
+    assert [at.next_after(t) for t in (0, 3, 5, 6, 10, 11)] == [3, 5, 6, 9, 12, 12]
+    none = RefreshSchedule(None, None, 10.0, steps=12)
+    assert not none and not any(none.due(t) for t in range(13)) and none.next_after(0) == 12
+
+
+def test_epoch_refreshes_stay_on_the_epoch_fractions():
+    # 7,070 questions at batch 32 = 220.94 steps per epoch, 2 epochs = 442 steps: a quarter epoch is
+    # 55.23 steps, so the refreshes come at the first step after each k/4 epoch (a naive reading
+    # by hand: ceil(55.23 k)), not at multiples of a rounded 55 (which would refresh at step 440
+    # for the last 2 steps); the one at 2 epochs would end training and is not made
+    spe = 7070 / 32
+    at = RefreshSchedule(None, 0.25, spe, steps=442)
+    naive = [k for k in range(1, 442) if any(k - 1 < j * spe / 4 <= k for j in range(1, 9))]
+    assert at.epoch_steps == naive == [56, 111, 166, 221, 277, 332, 387]
+    assert at.next_after(387) == 442 and at.next_after(0) == 56
+    # exact fractions land on their step: 10 steps per epoch, every half epoch
+    assert RefreshSchedule(None, 0.5, 10.0, steps=21).epoch_steps == [5, 10, 15, 20]
+    # a period under one step refreshes at every step (no endless loop over k)
+    assert RefreshSchedule(None, 1e-9, 10.0, steps=5).epoch_steps == [1, 2, 3, 4]
 
 
 def test_unknown_q_rule_is_an_error():

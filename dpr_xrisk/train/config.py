@@ -74,8 +74,8 @@ class TrainConfig:
     pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9
     # --- index refresh (SPEC §5) --------------------------------------------------------------
     refresh_every: int | None = None  # steps between re-mining from the current encoder's index; None = never
-    refresh_every_epochs: float | None = None  # the same in epochs (converted to steps); with both set, a
-    #   refresh at every multiple of each (SPEC §5 "and/or")
+    refresh_every_epochs: float | None = None  # the same in epochs: at the first step after each multiple
+    #   of E epochs of questions (none at the last step); with both set, at the refresh steps of each (SPEC §5 "and/or")
     refresh_k: int = 100  # top-K retrieved per training question
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)

@@ -422,8 +422,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     steps_per_epoch = max(1, total_q // cfg.batch_size)
     loss_fn = build_loss(cfg, tau, sets, steps_per_epoch, steps).to(device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # fp16 only (CUDA)
-    # SPEC §5 "every R steps and/or every E epochs": a refresh at every multiple of each period
-    refresh_periods = refresh_schedule(cfg, steps_per_epoch)
+    refresh_at = RefreshSchedule(cfg.refresh_every, cfg.refresh_every_epochs, total_q / cfg.batch_size, steps)  # SPEC §5 "every R steps and/or every E epochs"
     offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
@@ -457,7 +456,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
                "skipped_no_positive": sum(s.skipped_no_positive for s in sets), "resumed": bool(resume and ckpts),
                "mean_pool_size": float(np.mean([len(p) for s in sets for p in s.pools])) if any(s.pools for s in sets) else 0.0,
                "negatives": cfg.negatives, "in_batch_q": cfg.in_batch_q, "q_rule": cfg.q_rule, "corpus_size": corpus_size,
-               "refresh_periods": refresh_periods})
+               **refresh_at.log()})
     margin = weight_margin(cfg, tau, corpus_size, encoder.settings.normalize)
     if margin is not None and margin > 0.4 and ddp.main:
         print(f"warning: importance weights at tau {tau:g} and N = {corpus_size:,} ask the positive to beat the weighted "
@@ -473,7 +472,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         """refresh_questions = "upcoming": the rows the steps until the next refresh will draw."""
         if cfg.refresh_questions != "upcoming":
             return None
-        stop = min([steps] + [(step // r + 1) * r for r in refresh_periods])
+        stop = refresh_at.next_after(step)
         return upcoming_rows(order, len(sets), weights, cfg.seed, step, stop)
 
     def say(line: str) -> None:  # a progress line on stderr (main process, progress on)
@@ -484,7 +483,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             print("mining the first negative pools with the starting encoder", file=sys.stderr, flush=True)
         state["refresh_seconds"] += refresh(encoder, cfg, sets, store, 0, out, log, ddp, state, progress=progress,
                                             only=upcoming(0))
-    refreshing = bool(refresh_periods) or cfg.negatives == "model"
+    refreshing = bool(cfg.refresh_every or cfg.refresh_every_epochs) or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
         from dpr_xrisk.search import load_passage_texts
@@ -515,7 +514,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     try:
         for step in range(state["step"], steps):
             t0 = time.perf_counter()
-            if step > 0 and any(step % r == 0 for r in refresh_periods):
+            if refresh_at.due(step):
                 state["refresh_seconds"] += refresh(encoder, cfg, sets, store, step, out, log, ddp, state,
                                                     progress=progress, only=upcoming(step))
                 t0 = time.perf_counter()
@@ -620,15 +619,46 @@ def upcoming_rows(order: DataOrder, n_sets: int, weights, seed: int, start: int,
     return [sorted(r) for r in rows]
 
 
-def refresh_schedule(cfg: TrainConfig, steps_per_epoch: int) -> list[int]:
-    """The refresh periods in steps: ``refresh_every`` and ``refresh_every_epochs`` converted to
-    steps (at least 1); a refresh happens at every positive multiple of each (SPEC §5 "and/or")."""
-    periods = []
-    if cfg.refresh_every:
-        periods.append(cfg.refresh_every)
-    if cfg.refresh_every_epochs:
-        periods.append(max(1, round(cfg.refresh_every_epochs * steps_per_epoch)))
-    return sorted(set(periods))
+class RefreshSchedule:
+    """When the index is rebuilt (SPEC §5 "every R steps and/or every E epochs"): at every positive
+    multiple of ``refresh_every`` and at the first step that starts once each multiple of
+    ``refresh_every_epochs`` epochs of questions has been drawn (step ``ceil(k * E * questions /
+    batch_size)``), so epoch-based refreshes stay on the epoch fractions instead of drifting by a
+    rounded period, and none falls on the step that would end training. Step 0 (the first mining)
+    is not part of it."""
+
+    def __init__(self, every: int | None, every_epochs: float | None, steps_per_epoch: float, steps: int):
+        """``steps_per_epoch``: questions / batch size, not rounded; ``steps``: the run's length."""
+        self.every = every or None
+        self.steps = steps
+        epoch_steps: set[int] = set()
+        period = (every_epochs or 0.0) * steps_per_epoch  # in steps, fractional
+        if 0 < period <= 1:
+            epoch_steps.update(range(1, steps))
+        elif period > 1:
+            k = 1
+            while (at := math.ceil(k * period - 1e-9)) < steps:
+                epoch_steps.add(at)
+                k += 1
+        self.epoch_steps = sorted(epoch_steps)
+        self._epoch = frozenset(epoch_steps)
+
+    def __bool__(self) -> bool:
+        return bool(self.every or self.epoch_steps)
+
+    def due(self, step: int) -> bool:
+        return 0 < step < self.steps and ((self.every is not None and step % self.every == 0) or step in self._epoch)
+
+    def next_after(self, step: int) -> int:
+        """The first refresh after ``step``, or the number of steps when none is left."""
+        nxt = [self.steps]
+        if self.every:
+            nxt.append((step // self.every + 1) * self.every)
+        nxt += [t for t in self.epoch_steps if t > step][:1]
+        return min(nxt)
+
+    def log(self) -> dict:
+        return {"refresh_every": self.every, "refresh_epoch_steps": self.epoch_steps}
 
 
 def restore_pools(sets, store, saved, corpus) -> None:
