@@ -107,6 +107,28 @@ def fix_mmap_threshold(nbytes: int = MMAP_BOUNDED) -> None:
         libc.mallopt(-3, nbytes)  # M_MMAP_THRESHOLD; setting it also turns the dynamic adjustment off
 
 
+def warm_heap(nbytes: int = MMAP_FAST - (64 << 10)) -> None:
+    """Raise glibc's dynamic mmap and trim thresholds now, as a long-running process's first big
+    free would (allocate and free one ``nbytes`` block, served by mmap): a fresh process serves
+    each batch's multi-MB activation buffers with their own mmap, or trims them off the heap top
+    again, and pays a page fault per fresh page of every batch. Measured on MiniLM at 64 word
+    pieces, batch 64, bf16 weights, 2 threads (AMX Xeon, 3,000 passages, three rounds, two
+    processes each): 3.9-4.3 s and ~5-20 thousand minor faults after it, 5.5-6.2 s and 1.1-1.7
+    million without -- the training refresh at step 0 ran 1.4x slower per passage than the later
+    ones for this reason. Leaves the adjustment dynamic (unlike :func:`fix_mmap_threshold`); a
+    no-op where glibc is absent."""
+    import ctypes
+
+    libc = _libc()
+    if libc is None or not (hasattr(libc, "malloc") and hasattr(libc, "free")):
+        return
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    block = libc.malloc(ctypes.c_size_t(nbytes))
+    if block:
+        libc.free(block)
+
+
 def release_free_memory() -> None:
     """Hand freed heap pages back to the OS after a chunk (glibc's ``malloc_trim``)."""
     libc = _libc()

@@ -466,6 +466,9 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
         print("note: corpus size N unknown (no --corpus, no corpus_size): in-batch negatives get q = 1 (SPEC §3)",
               file=sys.stderr)
 
+    from dpr_xrisk.encode import warm_heap
+
+    warm_heap()  # the step-0 refresh and dev evaluation at the speed of the later ones (no page fault per batch)
     t_start = time.perf_counter()  # training wall time, the initial mining included
 
     def upcoming(step: int) -> list[list[int]] | None:
