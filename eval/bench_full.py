@@ -72,6 +72,11 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # other CPUs with VNNI, none elsewhere): recommended-fast pins int8, so on an AMX host this is
     # the full-length run of the default that session 19 changed (refresh share and quality)
     "shipped": ("the shipped recipe verbatim (train --recipe recommended, nothing pinned)", {"recipe": "recommended"}),
+    # the shipped recipe without dropout from the first step (the runs before 2026-12-03 trained
+    # with it only until their first improving dev evaluation, step 100, by a bug; this measures
+    # what the recipe gains or loses from dropout over the whole run)
+    "shipped-nodropout": ("the shipped recipe with dropout 0 (train --recipe recommended --config: dropout = 0.0)",
+                          {"recipe": "recommended", "dropout": 0.0}),
     # one factor of the shipped recipe at full length (issue #17 item 4: "not measured at full
     # length"), against recommended-fast of the same seed: three hard negatives per question per
     # step instead of one (the pool sampler draws them without replacement from the top 50)
@@ -174,13 +179,16 @@ def settings_of(args, data, system, seed, steps) -> dict:
     if SYSTEMS[system][1] is not None:
         s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size,
                  bf16_train=args.bf16)
-    if system == "shipped":  # its settings are the recipe file's values: a changed recipe is another run
+    if system in ("shipped", "shipped-nodropout"):  # the recipe file's values: a changed recipe is another run
         from dpr_xrisk import recipes
         s["recipe_values"] = recipes.load("recommended")
         # the trainer's refresh steps for refresh_every_epochs since 2026-12-03: the first step after
         # each quarter epoch (56, 111, ..., 387 of 442), no longer multiples of a rounded 55 (which
         # refreshed at step 440 for the last 2 steps); runs made before are another run
         s["refresh_schedule"] = "epoch-fractions"
+        # and the towers stay in training mode after an improving dev evaluation (before 2026-12-03
+        # they trained without dropout from the first one on, step 100 here): another run
+        s["train_mode_after_eval"] = "kept"
     return s
 
 

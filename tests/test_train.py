@@ -224,3 +224,43 @@ def test_fcco_probe_logs_the_gap_to_the_exact_full_corpus_loss(tiny_model_dir, t
     for p in probes:
         assert math.isfinite(p["probe_exact_loss"]) and p["probe_exact_loss"] > 0
         assert math.isfinite(p["probe_gap"]) and p["probe_abs_gap"] >= abs(p["probe_gap"]) - 1e-9
+
+
+def test_an_improving_dev_evaluation_leaves_the_towers_training(tiny_encoder, tmp_path, monkeypatch):
+    """run_eval saves the best model in eval mode and must hand the towers back in training mode:
+    left in eval mode, every step after the first improving in-loop evaluation trained without
+    dropout (and a run resumed from a checkpoint after it with dropout)."""
+    from dpr_xrisk.train import trainer as T
+
+    monkeypatch.setattr(T, "evaluate_dev", lambda *a: {"top1": 0.5, "top5": 0.5, "top20": 0.5})
+    cfg = TrainConfig(train=(TRAIN,))
+    state = {"best": None, "best_step": None}
+    tiny_encoder.train()
+    T.run_eval(tiny_encoder, cfg, [], {}, state, 10, T.JsonlLog(tmp_path / "log.jsonl"), tmp_path)
+    assert state["best_step"] == 10 and (tmp_path / "best").is_dir()  # it improved, and saved
+    assert tiny_encoder.training and all(m.training for m in tiny_encoder.passage_model.modules())
+    tiny_encoder.eval()  # a caller in eval mode stays there
+    state["best"] = None
+    T.run_eval(tiny_encoder, cfg, [], {}, state, 11, T.JsonlLog(tmp_path / "log.jsonl"), tmp_path)
+    assert not tiny_encoder.training
+
+
+def test_dropout_option_sets_every_tower_dropout(tiny_model_dir, tmp_path):
+    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.train.trainer import set_dropout
+
+    enc = DualEncoder.load(str(tiny_model_dir))
+    assert {m.p for m in enc.passage_model.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
+    n = set_dropout(enc, 0.0)
+    assert n > 0 and {m.p for t in (enc.query_model, enc.passage_model) for m in t.modules()
+                      if isinstance(m, torch.nn.Dropout)} == {0.0}
+    # no dropout: a training-mode forward equals the eval-mode one
+    enc.train()
+    a = enc.encode_passages(["T"], ["some words here"])
+    enc.eval()
+    assert np.allclose(a, enc.encode_passages(["T"], ["some words here"]), atol=1e-6)
+    # the trainer applies it, and the run's config records it; a bad value is one clear error
+    train(base(tiny_model_dir, max_steps=1, dropout=0.0), tmp_path / "o", progress=False)
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["dropout"] == 0.0
+    with pytest.raises(InputError, match="dropout"):
+        base(tiny_model_dir, dropout=1.5)

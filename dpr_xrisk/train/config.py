@@ -114,6 +114,8 @@ class TrainConfig:
     #   this many rows without activations, then back-propagate chunk by chunk (same gradients, activation
     #   memory of one chunk: big batches in small memory); None = off
     max_grad_norm: float = 2.0  # DPR's clipping
+    dropout: float | None = None  # the towers' dropout while training (hidden and attention); None = the
+    #   model's own (MiniLM, BERT: 0.1)
     device: str = "auto"  # auto (CUDA when present, under torchrun cuda:LOCAL_RANK; else CPU) | cpu | cuda | cuda:N
     precision: str = "fp32"  # autocast of the towers: fp32 | bf16 | fp16 (CUDA, with a gradient scaler);
     #   the loss arithmetic stays float32
@@ -179,6 +181,8 @@ class TrainConfig:
             raise unknown_name("pool_sampler", self.pool_sampler, ("uniform", "softmax"))
         if self.negatives == "negatives-file" and not self.negatives_file:
             raise InputError("negatives = 'negatives-file' needs negatives_file")
+        if self.dropout is not None and not 0 <= self.dropout < 1:
+            raise InputError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0 < self.gamma <= 1:
             raise InputError(f"gamma must be in (0, 1], got {self.gamma}")
         if self.estimator == "fcco" and self.loss == "infonce":
@@ -303,7 +307,7 @@ STRUCTURAL = ("train", "train_weights", "model", "shared", "pooling", "normalize
               "bm25_depth", "negatives_file", "pool_sampler", "pool_temperature", "refresh_every", "refresh_every_epochs", "refresh_k",
               "refresh_factory", "refresh_skip_ranks", "refresh_margin", "refresh_fraction", "refresh_max_length", "refresh_backend", "estimator", "gamma", "gamma_schedule", "gamma_warmup_steps",
               "gamma_decay_steps", "lr", "weight_decay", "adam_eps", "warmup_steps", "warmup_ratio", "max_steps",
-              "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16", "precision")
+              "epochs", "grad_accum", "seed", "query_max_length", "passage_max_length", "bf16", "precision", "dropout")
 
 
 def incompatible_keys(saved: dict, current: TrainConfig) -> list[str]:

@@ -68,6 +68,19 @@ def build_loss(cfg: TrainConfig, tau: float, sets=None, steps_per_epoch: int = 1
                     gamma_decay_steps=decay if cfg.gamma_schedule == "cosine" else 0)
 
 
+def set_dropout(encoder, p: float) -> int:
+    """Every dropout of the towers (hidden states and attention probabilities) at probability
+    ``p`` during training (the model's saved config keeps its own value; inference has none).
+    Returns the number of dropout modules set."""
+    n = 0
+    for tower in dict.fromkeys((encoder.query_model, encoder.passage_model)):
+        for m in tower.modules():
+            if isinstance(m, torch.nn.Dropout):
+                m.p = float(p)
+                n += 1
+    return n
+
+
 def linear_schedule(optimizer, warmup: int, total: int):
     def factor(step: int) -> float:
         if step < warmup:
@@ -119,6 +132,8 @@ def prepare(cfg: TrainConfig):
         raise InputError("no training file (set `train` in the config or --train)")
     encoder = DualEncoder.load(cfg.model, shared=cfg.shared or None, pooling=cfg.pooling, normalize=cfg.normalize,
                                query_max_length=cfg.query_max_length, passage_max_length=cfg.passage_max_length)
+    if cfg.dropout is not None:
+        set_dropout(encoder, cfg.dropout)
     store = D.PassageStore()
     sets = [D.load_training_set(p, store, cfg.no_positive) for p in cfg.train]
     for s in sets:
@@ -808,8 +823,12 @@ def run_eval(encoder, cfg, dev_questions, dev_corpus, state, step, log, out, ddp
     improved = state["best"] is None or value > state["best"]
     if improved:
         state["best"], state["best_step"] = value, step
+        was_training = encoder.training
         encoder.eval()
         encoder.save(out / "best", inference_settings(encoder, cfg))
+        # back to the mode training was in: left in eval mode, every step after the first improving
+        # in-loop evaluation trained without dropout (and a resumed run with it)
+        encoder.train(was_training)
         (out / "best" / "dev_metrics.json").write_text(json.dumps({"step": step, **metrics}, indent=2))
     log.write({"event": "eval", "step": step, **metrics, "best": state["best"], "best_step": state["best_step"]})
     if say is not None:
