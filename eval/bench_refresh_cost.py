@@ -90,7 +90,7 @@ def main() -> None:
     full_steps = math.ceil(FULL_STEPS_EPOCHS * n_q / args.batch_size)
     # the trainer's own schedule: the first step after each quarter epoch, none at the end
     schedule = RefreshSchedule(recipe.get("refresh_every"), recipe["refresh_every_epochs"], n_q / args.batch_size,
-                               full_steps).epoch_steps
+                               full_steps).planned()
     period = schedule[0]  # the first refresh after step 0 (step 56 of 442)
     steps = period + args.extra_steps
     n_refresh = 1 + len(schedule)  # step 0 and the schedule's

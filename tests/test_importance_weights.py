@@ -126,6 +126,7 @@ def test_refresh_schedule_is_and_or():
     at = RefreshSchedule(3, 0.5, 10.0, steps=12)
     assert [t for t in range(0, 14) if at.due(t)] == [3, 5, 6, 9, 10]
     assert [at.next_after(t) for t in (0, 3, 5, 6, 10, 11)] == [3, 5, 6, 9, 12, 12]
+    assert at.planned() == [t for t in range(0, 14) if at.due(t)]
     none = RefreshSchedule(None, None, 10.0, steps=12)
     assert not none and not any(none.due(t) for t in range(13)) and none.next_after(0) == 12
 

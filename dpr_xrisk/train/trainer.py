@@ -675,6 +675,11 @@ class RefreshSchedule:
         nxt += [t for t in self.epoch_steps if t > step][:1]
         return min(nxt)
 
+    def planned(self) -> list[int]:
+        """Every refresh step of the run, both periods together (step 0 not included)."""
+        by_steps = range(self.every, self.steps, self.every) if self.every else ()
+        return sorted(self._epoch.union(by_steps))
+
     def log(self) -> dict:
         return {"refresh_every": self.every, "refresh_epoch_steps": self.epoch_steps}
 
