@@ -26,9 +26,12 @@ def tokenize(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def _tokens(text: str) -> tuple[str, ...]:
-    # cached: one passage is matched against the answers of many questions
-    return tuple(tokenize(text))
+def _tokens(text: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    # cached: one passage is matched against the answers of many questions (the training refresh
+    # checks ~100 candidates of every mined question); the set rejects an answer whose first
+    # word the passage lacks without scanning it, which is most answers
+    words = tuple(tokenize(text))
+    return words, frozenset(words)
 
 
 def _regex_match(text: str, pattern: str) -> bool:
@@ -44,12 +47,14 @@ def has_answer(text: str, answers: Sequence[str], regex: bool = False) -> bool:
     if regex:
         norm = unicodedata.normalize("NFD", text)
         return any(_regex_match(norm, unicodedata.normalize("NFD", a)) for a in answers)
-    words = _tokens(text)
+    words, present = _tokens(text)
     for answer in answers:
-        ans = _tokens(answer)
+        ans = _tokens(answer)[0]
         n = len(ans)
         if n == 0:
             return True  # DPR's loop matches an empty answer at position 0
+        if ans[0] not in present:
+            continue
         start = 0
         try:
             while True:  # jump between occurrences of the first token, then compare the run

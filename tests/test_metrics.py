@@ -32,6 +32,9 @@ CASES = [
     ("Beyoncé Knowles", ["Beyonce"], False),
     ("", ["x"], False),
     ("anything", [""], True),
+    # an answer whose first word the passage lacks is skipped, the next one still matched
+    ("one two one three", ["zzz", "one three"], True),
+    ("one two one three", ["zzz one", "one four", "three one"], False),
 ]
 
 

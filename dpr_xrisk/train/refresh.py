@@ -186,6 +186,10 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         texts = load_passage_texts(corpus, wanted)
         for key, (title, text) in texts.items():
             store.add_text(key, title, text)
+        # each candidate's text key once per refresh, not once per (question, candidate) pair
+        # (~100 pairs per question share a few thousand passages); from the corpus's text, as the
+        # store may hold another text under a training file's passage id
+        tkey = {d: text_key(title, text) for d, (title, text) in texts.items()}
         recall = {1: 0, 10: 0, k: 0}
         pools, n = [], 0
         for s, rr in zip(sets, picked):
@@ -205,10 +209,9 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                     s_pos = float(pv @ qv[n])
                 pool = []
                 for rank, (d, sc) in enumerate(hits):
-                    title, text = texts[d]
-                    if d in q.positives or text_key(title, text) in pos_tk:
+                    if d in q.positives or tkey[d] in pos_tk:
                         stats["removed"]["positive"] += 1
-                    elif filter_answers and q.answers and has_answer(text, q.answers):
+                    elif filter_answers and q.answers and has_answer(texts[d][1], q.answers):
                         stats["removed"]["answer"] += 1
                     elif rank < skip_ranks:
                         stats["removed"]["rank"] += 1
