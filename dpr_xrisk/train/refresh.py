@@ -187,9 +187,10 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         for key, (title, text) in texts.items():
             store.add_text(key, title, text)
         # each candidate's text key once per refresh, not once per (question, candidate) pair
-        # (~100 pairs per question share a few thousand passages); from the corpus's text, as the
-        # store may hold another text under a training file's passage id
-        tkey = {d: text_key(title, text) for d, (title, text) in texts.items()}
+        # (~100 pairs per question share a few thousand passages): the store's key where it holds
+        # the corpus's text, else from the corpus's text (the store may hold a training file's
+        # other text under the same passage id)
+        tkey = {d: store.tkeys[d] if store.texts[d] == tt else text_key(*tt) for d, tt in texts.items()}
         recall = {1: 0, 10: 0, k: 0}
         pools, n = [], 0
         for s, rr in zip(sets, picked):
