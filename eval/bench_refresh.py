@@ -124,10 +124,14 @@ REFRESHED = ["b-dpm-refresh-z0", "c-dpm-refresh-z1", "d-listwise-logistic-refres
              "c-dpm-refresh-z1-fast-noguard", "c-dpm-refresh-z1-fast-bf16"]
 
 
+# what a caller (bench_full with 2 threads) sets over env()'s values for every subprocess
+EXTRA_ENV: dict[str, str] = {}
+
+
 def env() -> dict:
     one = "1"
     return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": one, "MKL_NUM_THREADS": one,
-            "OPENBLAS_NUM_THREADS": one, "TOKENIZERS_PARALLELISM": "false"}
+            "OPENBLAS_NUM_THREADS": one, "TOKENIZERS_PARALLELISM": "false", **EXTRA_ENV}
 
 
 LAST_CPU = threading.local()
