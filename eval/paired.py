@@ -110,17 +110,19 @@ def runs_of(system: str, runs: Path) -> dict[int, np.ndarray]:
     if system == "zero-shot":
         return {-1: first_hit(runs / "zero-shot" / "run.json")}
     found = {}
+    # the glob also matches longer names that share the prefix ("shipped-s*" matches
+    # shipped-softmax-s0): only <system>-s<digits> is this system's
     for d in sorted(runs.glob(f"{system}-s*")):
-        seed = d.name.rsplit("-s", 1)[1]
-        if seed.isdigit() and finished(d):
+        name, _, seed = d.name.rpartition("-s")
+        if name == system and seed.isdigit() and finished(d):
             found[int(seed)] = first_hit(d / "run.json")
     # seeds whose run folder is gone entirely (a folder that is there, finished or not, is the
     # newer run: its kept ranks are not used)
     kept = kept_path(runs / "x" / "run.json")  # the runs' folder under eval/results/per-question
     for f in sorted(kept.parent.glob(f"{system}-s*.json")) if kept is not None and kept.parent.is_dir() else []:
         name = f.name.removesuffix(".json")
-        seed = name.rsplit("-s", 1)[1]
-        if seed.isdigit() and int(seed) not in found and not (runs / name).exists():
+        base, _, seed = name.rpartition("-s")
+        if base == system and seed.isdigit() and int(seed) not in found and not (runs / name).exists():
             found[int(seed)] = first_hit(runs / name / "run.json")
     return found
 

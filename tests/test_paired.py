@@ -150,3 +150,18 @@ def test_kept_ranks_are_not_git_ignored():
         path = (paired.KEPT / rel).relative_to(root)
         r = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=root)
         assert r.returncode == 1, f"{path} is git-ignored"
+
+
+def test_a_system_is_not_read_from_a_longer_name_with_its_prefix(dirs):
+    """``shipped-s*`` also matches shipped-softmax-s0: that run is another system's, whether its
+    folder is there or only its kept ranks are (and whichever sorts last)."""
+    runs, kept = dirs
+    _run(runs / "shipped-s0", [0, 1])
+    _run(runs / "shipped-softmax-s0", [5, 5])
+    _run(runs / "shipped-softmax-s1", [6, 6])
+    assert {s: r.tolist() for s, r in paired.runs_of("shipped", runs).items()} == {0: [0, 1]}
+    assert sorted(paired.runs_of("shipped-softmax", runs)) == [0, 1]
+    paired.keep(runs / "shipped-softmax-s1" / "run.json")
+    shutil.rmtree(runs / "shipped-softmax-s1")
+    assert sorted(paired.runs_of("shipped", runs)) == [0]  # not seed 1 from shipped-softmax-s1's kept file
+    assert paired.runs_of("shipped-softmax", runs)[1].tolist() == [6, 6]
