@@ -87,6 +87,11 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # steps), on the recipe as shipped otherwise (issue #17 item 4: not yet measured at full length)
     "shipped-softmax": ("the shipped recipe with the softmax pool sampler (pool_sampler = softmax, temperature 0.05)",
                         {"recipe": "recommended", "pool_sampler": "softmax"}),
+    # positive-aware pool filter (issue #17: margins "as sentence-transformers' mine_hard_negatives
+    # uses them"; NV-Retriever's TopK-PercPos): drop candidates scoring above 95 % of the question's
+    # positive, i.e. the likeliest unlabelled positives, on the recipe as shipped otherwise
+    "shipped-margin05": ("the shipped recipe with refresh_margin = 0.05 (candidates above 0.95 x the positive's "
+                         "score dropped from the pools)", {"recipe": "recommended", "refresh_margin": 0.05}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time", DPR),
