@@ -106,24 +106,29 @@ def first_hit(path: Path) -> np.ndarray:
     return np.asarray(out)
 
 
+def seed_of(name: str, system: str) -> int | None:
+    """The seed of run name ``<system>-s<digits>``; None for any other name, including a longer
+    system's that shares the prefix (the glob ``shipped-s*`` also matches shipped-softmax-s0)."""
+    base, _, seed = name.rpartition("-s")
+    return int(seed) if base == system and seed.isdigit() else None
+
+
 def runs_of(system: str, runs: Path) -> dict[int, np.ndarray]:
     if system == "zero-shot":
         return {-1: first_hit(runs / "zero-shot" / "run.json")}
     found = {}
-    # the glob also matches longer names that share the prefix ("shipped-s*" matches
-    # shipped-softmax-s0): only <system>-s<digits> is this system's
     for d in sorted(runs.glob(f"{system}-s*")):
-        name, _, seed = d.name.rpartition("-s")
-        if name == system and seed.isdigit() and finished(d):
-            found[int(seed)] = first_hit(d / "run.json")
+        seed = seed_of(d.name, system)
+        if seed is not None and finished(d):
+            found[seed] = first_hit(d / "run.json")
     # seeds whose run folder is gone entirely (a folder that is there, finished or not, is the
     # newer run: its kept ranks are not used)
     kept = kept_path(runs / "x" / "run.json")  # the runs' folder under eval/results/per-question
     for f in sorted(kept.parent.glob(f"{system}-s*.json")) if kept is not None and kept.parent.is_dir() else []:
         name = f.name.removesuffix(".json")
-        base, _, seed = name.rpartition("-s")
-        if base == system and seed.isdigit() and int(seed) not in found and not (runs / name).exists():
-            found[int(seed)] = first_hit(runs / name / "run.json")
+        seed = seed_of(name, system)
+        if seed is not None and seed not in found and not (runs / name).exists():
+            found[seed] = first_hit(runs / name / "run.json")
     return found
 
 
