@@ -85,13 +85,17 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # the pool sampler the refresh benchmark favoured (eval/RESULTS-refresh.md: softmax over the
     # retrieval scores at temperature 0.05, top-5 +0.7 [+0.1, +1.4] over uniform, one seed at 32
     # steps), on the recipe as shipped otherwise (issue #17 item 4: not yet measured at full length)
-    "shipped-softmax": ("the shipped recipe with the softmax pool sampler (pool_sampler = softmax, temperature 0.05)",
-                        {"recipe": "recommended", "pool_sampler": "softmax"}),
-    # positive-aware pool filter (issue #17: margins "as sentence-transformers' mine_hard_negatives
-    # uses them"; NV-Retriever's TopK-PercPos): drop candidates scoring above 95 % of the question's
-    # positive, i.e. the likeliest unlabelled positives, on the recipe as shipped otherwise
-    "shipped-margin05": ("the shipped recipe with refresh_margin = 0.05 (candidates above 0.95 x the positive's "
-                         "score dropped from the pools)", {"recipe": "recommended", "refresh_margin": 0.05}),
+    # (measured before the recipe took refresh_margin 0.05: without it, as then)
+    "shipped-softmax": ("the shipped recipe with the softmax pool sampler (pool_sampler = softmax, temperature 0.05), "
+                        "no refresh_margin",
+                        {"recipe": "recommended", "pool_sampler": "softmax", "refresh_margin": None}),
+    # the recipe as shipped until 2026-12-03, before it took the positive-aware pool filter
+    # (refresh_margin 0.05, issue #17: margins "as sentence-transformers' mine_hard_negatives uses
+    # them"; NV-Retriever's TopK-PercPos). Its runs were recorded as `shipped` and the filter's as
+    # `shipped-margin05` (the recipe with refresh_margin = 0.05, now the recipe itself); the records
+    # and run folders moved to these names with that change (the trained settings are the same)
+    "shipped-nomargin": ("the shipped recipe without its positive-aware margin (refresh_margin = \"none\")",
+                         {"recipe": "recommended", "refresh_margin": None}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time", DPR),
@@ -189,7 +193,7 @@ def settings_of(args, data, system, seed, steps) -> dict:
     if SYSTEMS[system][1] is not None:
         s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=args.epochs, batch_size=args.batch_size,
                  bf16_train=args.bf16)
-    if system in ("shipped", "shipped-nodropout"):  # the recipe file's values: a changed recipe is another run
+    if system.startswith("shipped"):  # the recipe file's values: a changed recipe is another run
         from dpr_xrisk import recipes
         s["recipe_values"] = recipes.load("recommended")
         # the trainer's refresh steps for refresh_every_epochs since 2026-12-03: the first step after

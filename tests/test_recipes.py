@@ -3,6 +3,7 @@ as TOML reads back to the same config; recipe < --config < flags; unknown names 
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from dpr_xrisk import recipes
@@ -131,3 +132,38 @@ def test_java_info_lines_are_hidden_unless_verbose(tmp_path):
     loud = subprocess.run([sys.executable, "-m", "dpr_xrisk", "bm25", "--verbose", *args], capture_output=True, text=True)
     assert quiet.returncode == loud.returncode == 0
     assert "INFO" not in quiet.stderr and "SLF4J" not in quiet.stderr and "INFO" in loud.stderr
+
+
+def test_none_unsets_a_number_the_recipe_sets(tmp_path):
+    """The recipe sets refresh_margin 0.05; TOML has no null, so refresh_margin = "none" in
+    --config (or --refresh-margin none) turns the filter off, and --print-config writes an unset
+    number as "none" so that the printed config reads back the same even over the recipe."""
+    base = {"train": ["a.json"], "corpus": "c.tsv"}
+    assert TrainConfig.load(None, base, recipe="recommended").refresh_margin == 0.05
+    (tmp_path / "off.toml").write_text('refresh_margin = "none"\n')
+    assert TrainConfig.load(tmp_path / "off.toml", base, recipe="recommended").refresh_margin is None
+    r = runner.invoke(app, ["train", "--recipe", "recommended", "--train", "a.json", "--corpus", "c.tsv",
+                            "--refresh-margin", "none", "--print-config"])
+    assert r.exit_code == 0, r.output
+    assert 'refresh_margin = "none"' in r.output
+    (tmp_path / "printed.toml").write_text(r.output)
+    again = TrainConfig.load(tmp_path / "printed.toml", None, recipe="recommended")
+    assert again == TrainConfig.load(tmp_path / "off.toml", base, recipe="recommended")
+    r = runner.invoke(app, ["train", "--train", "a.json", "--refresh-margin", "lots", "--print-config"])
+    assert r.exit_code == 2 and "not a number or 'none'" in r.output
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0, 2])
+def test_refresh_margin_out_of_range_is_a_clear_error(value):
+    from dpr_xrisk.errors import InputError
+
+    with pytest.raises(InputError, match=r"refresh_margin must be in \[0, 1\)"):
+        TrainConfig(train=("a.json",), refresh_margin=value)
+
+
+def test_a_word_for_a_number_names_the_unset_spelling(tmp_path):
+    from dpr_xrisk.errors import InputError
+
+    (tmp_path / "c.toml").write_text('refresh_margin = "off"\n')
+    with pytest.raises(InputError, match=r"'refresh_margin' must be a number \(or \"none\" to unset it\), got 'off'"):
+        TrainConfig.load(tmp_path / "c.toml", {"train": ["a.json"]})

@@ -58,6 +58,33 @@ def test_refreshed_pools_hold_no_positive_and_no_answer(setup):
     assert res_m.stats["removed"]["margin"] > 0
 
 
+def test_margin_rule_matches_a_naive_filter(setup):
+    """refresh_margin m keeps a candidate of the unfiltered pool iff its score is at most
+    (1 - m) x the question's score with its first positive, both recomputed here from the encoder
+    (the refresh reads the positive's vector from its own index); the recipe's m = 0.05."""
+    from dpr_xrisk.search import load_passage_texts
+
+    enc, store, s = setup
+    plain = refresh_pools(enc, [s], store, CORPUS, k=30).pools[0]
+    res = refresh_pools(enc, [s], store, CORPUS, k=30, margin=0.05)
+    corpus = load_passage_texts(CORPUS)
+    qs = [q for q in s.questions if q.positives[0] in corpus]
+    assert len(qs) > len(s.questions) // 2
+    qv = enc.encode_queries([q.text for q in qs])
+    pv = enc.encode_passages([corpus[q.positives[0]][0] for q in qs], [corpus[q.positives[0]][1] for q in qs])
+    s_pos = {id(q): float(a @ b) for q, a, b in zip(qs, qv, pv)}
+    dropped = 0
+    for q, before, after in zip(s.questions, plain, res.pools[0]):
+        if id(q) not in s_pos:  # positive not in the corpus: no margin rule
+            assert after == before
+            continue
+        bound = 0.95 * s_pos[id(q)]
+        near = [d for d, sc in before if abs(sc - bound) < 1e-4]  # float ties: either way
+        assert [d for d, _ in after if d not in near] == [d for d, sc in before if sc <= bound and d not in near]
+        dropped += len(before) - len(after)
+    assert dropped == res.stats["removed"]["margin"] > 0
+
+
 def test_pools_change_when_the_encoder_changes(setup):
     enc, store, s = setup
     before = refresh_pools(enc, [s], store, CORPUS, k=10).pools[0]

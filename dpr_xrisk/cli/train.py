@@ -57,6 +57,19 @@ def _shown(value) -> str:
     return str(value)
 
 
+def _number_or_none(kind: type):
+    """The flag parser of an optional number: the number, or the string "none" (the config's
+    spelling of unset, turned into None where the config is resolved)."""
+    def parse(value):
+        if isinstance(value, str) and value.strip().lower() == "none":
+            return "none"
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            raise typer.BadParameter(f"{value!r} is not {'an integer' if kind is int else 'a number'} or 'none'")
+    return parse
+
+
 def _config_parameters() -> list:
     """One keyword parameter per TrainConfig key: type, default (shown in --help, applied only
     when neither the recipe nor --config sets the key), help and panel from config.py."""
@@ -80,8 +93,12 @@ def _config_parameters() -> list:
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         text, panel = docs.get(f.name, ("", "Options"))
         text = (text or f.name.replace("_", " ")).replace("[", "\\[")  # not rich markup
+        extra = {}
+        if type(None) in args and hint in (int, float):  # "none" unsets what a recipe or --config sets
+            text += ' ("none" unsets it)'
+            extra = {"parser": _number_or_none(hint), "metavar": f"{hint.__name__.upper()}|none"}
         option = typer.Option(*decls, help=text, rich_help_panel=panel,
-                              show_default=_shown(default))
+                              show_default=_shown(default), **extra)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                         annotation=Annotated[Optional[hint], option]))
     return params

@@ -181,6 +181,8 @@ class TrainConfig:
             raise unknown_name("pool_sampler", self.pool_sampler, ("uniform", "softmax"))
         if self.negatives == "negatives-file" and not self.negatives_file:
             raise InputError("negatives = 'negatives-file' needs negatives_file")
+        if self.refresh_margin is not None and not 0 <= self.refresh_margin < 1:
+            raise InputError(f"refresh_margin must be in [0, 1) (or \"{UNSET}\" for no margin), got {self.refresh_margin}")
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise InputError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0 < self.gamma <= 1:
@@ -258,18 +260,26 @@ class TrainConfig:
         return self.tau if self.tau is not None else (0.05 if normalize else 1.0)
 
 
+# the optional numbers (X | None for int, float, bool): "none" unsets them in TOML
+_OPTIONAL_NUMBERS = frozenset(k for k, h in typing.get_type_hints(TrainConfig).items()
+                              if type(None) in typing.get_args(h)
+                              and set(typing.get_args(h)) - {type(None)} <= {int, float, bool})
 _NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+UNSET = "none"  # the TOML spelling of an unset optional number (refresh_margin = "none")
 
 
 def _typed(key: str, value, hint, source: str):
     """``value`` checked against the field's type (``shared = "no"`` is an error, not a truthy
     string); ints are accepted where a float is expected."""
     args = typing.get_args(hint)
-    if type(None) in args:  # X | None
+    optional = type(None) in args
+    if optional:  # X | None
         if value is None:
             return None
         hint = next(a for a in args if a is not type(None))
         args = typing.get_args(hint)
+        if hint is not str and isinstance(value, str) and value.lower() == UNSET:
+            return None  # TOML has no null: "none" unsets a number a recipe sets
     if typing.get_origin(hint) is tuple:
         inner = args[0]
         return tuple(_typed(key, v, inner, source) for v in value)
@@ -278,13 +288,15 @@ def _typed(key: str, value, hint, source: str):
           isinstance(value, (int, float)) and not isinstance(value, bool) if hint is float else
           isinstance(value, hint))
     if not ok:
-        raise InputError(f"{source}: {key!r} must be {_NAMES.get(hint, hint.__name__)}, got {value!r}")
+        unset = f' (or "{UNSET}" to unset it)' if optional and hint is not str else ""
+        raise InputError(f"{source}: {key!r} must be {_NAMES.get(hint, hint.__name__)}{unset}, got {value!r}")
     return float(value) if hint is float else value
 
 
 def toml_text(values: dict) -> str:
     """Flat ``key = value`` TOML for config values (bool, int, float, str, lists of them); a None
-    value, which TOML cannot hold, is written as a comment ``# key = (unset)``."""
+    value, which TOML cannot hold, is written as ``key = "none"`` for an optional number (read back
+    as unset, even where a recipe sets the key) and as a comment ``# key = (unset)`` otherwise."""
     def val(v):
         if isinstance(v, bool):
             return "true" if v else "false"
@@ -296,7 +308,12 @@ def toml_text(values: dict) -> str:
         # surrogate-pair escapes are not valid TOML) and DEL escaped (TOML forbids it raw)
         return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
 
-    return "".join(f"# {k} = (unset)\n" if v is None else f"{k} = {val(v)}\n" for k, v in values.items())
+    def line(k, v):
+        if v is None:  # an unset number reads back as unset even over a recipe that sets it
+            return f'{k} = "{UNSET}"\n' if k in _OPTIONAL_NUMBERS else f"# {k} = (unset)\n"
+        return f"{k} = {val(v)}\n"
+
+    return "".join(line(k, v) for k, v in values.items())
 
 
 # keys that must agree between a checkpoint and the config resuming it (the rest may change,
