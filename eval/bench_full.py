@@ -85,22 +85,24 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # the pool sampler the refresh benchmark favoured (eval/RESULTS-refresh.md: softmax over the
     # retrieval scores at temperature 0.05, top-5 +0.7 [+0.1, +1.4] over uniform, one seed at 32
     # steps), on the recipe as shipped otherwise (issue #17 item 4: not yet measured at full length)
-    # (measured before the recipe took refresh_margin 0.05: without it, as then)
+    # (measured before the recipe took refresh_margin 0.05 and the half-epoch refresh: as then)
     "shipped-softmax": ("the shipped recipe with the softmax pool sampler (pool_sampler = softmax, temperature 0.05), "
                         "no refresh_margin",
-                        {"recipe": "recommended", "pool_sampler": "softmax", "refresh_margin": None}),
+                        {"recipe": "recommended", "pool_sampler": "softmax", "refresh_margin": None,
+                         "refresh_every_epochs": 0.25}),
     # the recipe as shipped until 2026-12-03, before it took the positive-aware pool filter
     # (refresh_margin 0.05, issue #17: margins "as sentence-transformers' mine_hard_negatives uses
     # them"; NV-Retriever's TopK-PercPos). Its runs were recorded as `shipped` and the filter's as
     # `shipped-margin05` (the recipe with refresh_margin = 0.05, now the recipe itself); the records
     # and run folders moved to these names with that change (the trained settings are the same)
-    "shipped-nomargin": ("the shipped recipe without its positive-aware margin (refresh_margin = \"none\")",
-                         {"recipe": "recommended", "refresh_margin": None}),
-    # the refresh period (issue #17 item 4, not measured at full length; issue #13's refresh
-    # share): every half epoch instead of every quarter, on the recipe as shipped otherwise (with
-    # refresh_fraction 0.5 each passage's vector is then re-encoded once per epoch)
-    "shipped-r050": ("the shipped recipe refreshing every half epoch (refresh_every_epochs = 0.5)",
-                     {"recipe": "recommended", "refresh_every_epochs": 0.5}),
+    "shipped-nomargin": ("the shipped recipe without its positive-aware margin (refresh_margin = \"none\"), "
+                         "refreshing every quarter epoch (as it ran)",
+                         {"recipe": "recommended", "refresh_margin": None, "refresh_every_epochs": 0.25}),
+    # the refresh period (issue #17 item 4; issue #13's refresh share): the recipe refreshed every
+    # quarter epoch until 2026-12-03, then every half (the runs of this system were `shipped`, and
+    # `shipped-r050`'s are `shipped` now; records and folders moved with the recipe change)
+    "shipped-r025": ("the shipped recipe refreshing every quarter epoch (refresh_every_epochs = 0.25)",
+                     {"recipe": "recommended", "refresh_every_epochs": 0.25}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time", DPR),
