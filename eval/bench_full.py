@@ -93,8 +93,8 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # the recipe as shipped until 2026-12-03, before it took the positive-aware pool filter
     # (refresh_margin 0.05, issue #17: margins "as sentence-transformers' mine_hard_negatives uses
     # them"; NV-Retriever's TopK-PercPos). Its runs were recorded as `shipped` and the filter's as
-    # `shipped-margin05` (the recipe with refresh_margin = 0.05, now the recipe itself); the records
-    # and run folders moved to these names with that change (the trained settings are the same)
+    # `shipped-margin05` (now `shipped-r025`, below); the records and run folders moved to these
+    # names with that change (the trained settings are the same)
     "shipped-nomargin": ("the shipped recipe without its positive-aware margin (refresh_margin = \"none\"), "
                          "refreshing every quarter epoch (as it ran)",
                          {"recipe": "recommended", "refresh_margin": None, "refresh_every_epochs": 0.25}),
@@ -109,6 +109,7 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "shipped-e3": ("the shipped recipe for 3 epochs instead of 2", {"recipe": "recommended", "epochs": 3.0}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
+    # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
     "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time", DPR),
 }
 # The recipe's refresh as these two systems ran it, before the recipe moved to the fast path
