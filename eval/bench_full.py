@@ -196,6 +196,11 @@ def export_carry(args, data, out: Path) -> None:
     print(f"wrote {out}: {len(run)} BM25 test questions, {len(train)} training questions' BM25 pools", flush=True)
 
 
+def epochs_of(args, system: str) -> float:
+    """A trained system's epochs: its own where its spec sets them (shipped-e3), else --epochs."""
+    return SYSTEMS[system][1].get("epochs", args.epochs)
+
+
 def settings_of(args, data, system, seed, steps) -> dict:
     s = {"system": system, "protocol": PROTOCOL, "test_questions": data["test_questions"],
          "eval_passages": data["eval_passages"], "train_questions": data["train_questions"], "tiny": args.tiny,
@@ -203,7 +208,7 @@ def settings_of(args, data, system, seed, steps) -> dict:
     if args.device != "cpu":  # (absent for CPU runs, so the runs made before this option are reused)
         s["device"] = args.device
     if SYSTEMS[system][1] is not None:
-        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=SYSTEMS[system][1].get("epochs", args.epochs),
+        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=epochs_of(args, system),
                  batch_size=args.batch_size,
                  bf16_train=args.bf16)
     if system.startswith("shipped"):  # the recipe file's values: a changed recipe is another run
@@ -280,7 +285,7 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
         cfg = {**(PINNED if system in PINNED_SYSTEMS else {}), **{k: v for k, v in spec.items() if k != "recipe"}}
         cfg.update(train=[data["train"]], corpus=data["train_corpus"], dev=data["dev"], dev_corpus=data["dev_corpus"],
                    batch_size=args.batch_size,
-                   epochs=spec.get("epochs", args.epochs), seed=seed, threads=args.threads, save_every=args.save_every,
+                   epochs=epochs_of(args, system), seed=seed, threads=args.threads, save_every=args.save_every,
                    eval_every=args.eval_every, model="minilm")
         if args.bf16:
             cfg["precision"] = "bf16"

@@ -60,9 +60,11 @@ def _shown(value) -> str:
 def _number_or_none(kind: type):
     """The flag parser of an optional number: the number, or the string "none" (the config's
     spelling of unset, turned into None where the config is resolved)."""
+    from dpr_xrisk.train.config import UNSET, is_unset
+
     def parse(value):
-        if isinstance(value, str) and value.strip().lower() == "none":
-            return "none"
+        if is_unset(value):
+            return UNSET
         try:
             return kind(value)
         except (TypeError, ValueError):

@@ -268,6 +268,11 @@ _NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a s
 UNSET = "none"  # the TOML spelling of an unset optional number (refresh_margin = "none")
 
 
+def is_unset(value) -> bool:
+    """``value`` spells "unset" (``"none"``, any case; in a config file or on a flag)."""
+    return isinstance(value, str) and value.strip().lower() == UNSET
+
+
 def _typed(key: str, value, hint, source: str):
     """``value`` checked against the field's type (``shared = "no"`` is an error, not a truthy
     string); ints are accepted where a float is expected."""
@@ -278,7 +283,7 @@ def _typed(key: str, value, hint, source: str):
             return None
         hint = next(a for a in args if a is not type(None))
         args = typing.get_args(hint)
-        if hint is not str and isinstance(value, str) and value.lower() == UNSET:
+        if hint is not str and is_unset(value):
             return None  # TOML has no null: "none" unsets a number a recipe sets
     if typing.get_origin(hint) is tuple:
         inner = args[0]
