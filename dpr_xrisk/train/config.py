@@ -270,7 +270,7 @@ UNSET = "none"  # the TOML spelling of an unset optional number (refresh_margin 
 
 def is_unset(value) -> bool:
     """``value`` spells "unset" (``"none"``, any case; in a config file or on a flag)."""
-    return isinstance(value, str) and value.strip().lower() == UNSET
+    return isinstance(value, str) and value.lower() == UNSET
 
 
 def _typed(key: str, value, hint, source: str):
