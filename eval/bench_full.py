@@ -205,14 +205,10 @@ def export_carry(args, data, out: Path) -> None:
     print(f"wrote {out}: {len(run)} BM25 test questions, {len(train)} training questions' BM25 pools", flush=True)
 
 
-def epochs_of(args, system: str) -> float:
-    """A trained system's epochs: its own where its spec sets them (shipped-e3), else --epochs."""
-    return SYSTEMS[system][1].get("epochs", args.epochs)
-
-
-def batch_of(args, system: str) -> int:
-    """A trained system's batch size: its own where its spec sets it (shipped-b64), else --batch-size."""
-    return SYSTEMS[system][1].get("batch_size", args.batch_size)
+def own(args, system: str, key: str):
+    """A trained system's ``epochs`` or ``batch_size``: its own where its spec sets it (shipped-e3,
+    shipped-b64), else the command's (--epochs, --batch-size)."""
+    return SYSTEMS[system][1].get(key, getattr(args, key))
 
 
 def settings_of(args, data, system, seed, steps) -> dict:
@@ -222,8 +218,8 @@ def settings_of(args, data, system, seed, steps) -> dict:
     if args.device != "cpu":  # (absent for CPU runs, so the runs made before this option are reused)
         s["device"] = args.device
     if SYSTEMS[system][1] is not None:
-        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=epochs_of(args, system),
-                 batch_size=batch_of(args, system),
+        s.update(seed=seed, spec=SYSTEMS[system][1], steps=steps, epochs=own(args, system, "epochs"),
+                 batch_size=own(args, system, "batch_size"),
                  bf16_train=args.bf16)
     if system.startswith("shipped"):  # the recipe file's values: a changed recipe is another run
         from dpr_xrisk import recipes
@@ -298,8 +294,8 @@ def one_run(args, data, system: str, seed: int, steps: int | None) -> dict:
         model = d
         cfg = {**(PINNED if system in PINNED_SYSTEMS else {}), **{k: v for k, v in spec.items() if k != "recipe"}}
         cfg.update(train=[data["train"]], corpus=data["train_corpus"], dev=data["dev"], dev_corpus=data["dev_corpus"],
-                   batch_size=batch_of(args, system),
-                   epochs=epochs_of(args, system), seed=seed, threads=args.threads, save_every=args.save_every,
+                   batch_size=own(args, system, "batch_size"),
+                   epochs=own(args, system, "epochs"), seed=seed, threads=args.threads, save_every=args.save_every,
                    eval_every=args.eval_every, model="minilm")
         if args.bf16:
             cfg["precision"] = "bf16"
