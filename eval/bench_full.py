@@ -50,6 +50,9 @@ NEGATIVES = "dpr-bm25-negatives.jsonl"  # --carried-bm25: the DPR recipe's BM25 
 METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
 # the DPR recipe's settings (every DPR system) and the recipe's fast refresh as recommended-fast pins it
 DPR = {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}
+# the recipe's passage length until 2026-12-03 (256 since): pinned in the variants of the shipped
+# recipe that ran with it, so that their settings (and runs) stay what they trained
+P128 = {"passage_max_length": 128}
 FAST = {"recipe": "recommended", "refresh_fraction": 0.5, "refresh_max_length": 64, "refresh_quantize": "int8",
         "refresh_questions": "upcoming"}
 # name -> (what, train settings: {"recipe": name or None, **TrainConfig keys}); None = no training
@@ -76,7 +79,7 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # with it only until their first improving dev evaluation, step 100, by a bug; this measures
     # what the recipe gains or loses from dropout over the whole run)
     "shipped-nodropout": ("the shipped recipe with dropout 0 (train --recipe recommended --config: dropout = 0.0)",
-                          {"recipe": "recommended", "dropout": 0.0}),
+                          {"recipe": "recommended", "dropout": 0.0, **P128}),
     # one factor of the shipped recipe at full length (issue #17 item 4: "not measured at full
     # length"), against recommended-fast of the same seed: three hard negatives per question per
     # step instead of one (the pool sampler draws them without replacement from the top 50)
@@ -89,7 +92,7 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "shipped-softmax": ("the shipped recipe with the softmax pool sampler (pool_sampler = softmax, temperature 0.05), "
                         "no refresh_margin",
                         {"recipe": "recommended", "pool_sampler": "softmax", "refresh_margin": None,
-                         "refresh_every_epochs": 0.25}),
+                         "refresh_every_epochs": 0.25, **P128}),
     # the recipe as shipped until 2026-12-03, before it took the positive-aware pool filter
     # (refresh_margin 0.05, issue #17: margins "as sentence-transformers' mine_hard_negatives uses
     # them"; NV-Retriever's TopK-PercPos). Its runs were recorded as `shipped` and the filter's as
@@ -97,36 +100,41 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # names with that change (the trained settings are the same)
     "shipped-nomargin": ("the shipped recipe without its positive-aware margin (refresh_margin = \"none\"), "
                          "refreshing every quarter epoch (as it ran)",
-                         {"recipe": "recommended", "refresh_margin": None, "refresh_every_epochs": 0.25}),
+                         {"recipe": "recommended", "refresh_margin": None, "refresh_every_epochs": 0.25, **P128}),
     # the refresh period (issue #17 item 4; issue #13's refresh share): the recipe refreshed every
     # quarter epoch until 2026-12-03, then every half (the runs of this system were `shipped`, and
     # `shipped-r050`'s are `shipped` now; records and folders moved with the recipe change)
     "shipped-r025": ("the shipped recipe refreshing every quarter epoch (refresh_every_epochs = 0.25)",
-                     {"recipe": "recommended", "refresh_every_epochs": 0.25}),
+                     {"recipe": "recommended", "refresh_every_epochs": 0.25, **P128}),
     # more epochs of the recipe itself (issue #17 item 4, not measured at full length; the DPR
     # recipe lost with more epochs): 3 instead of 2, the recipe as shipped otherwise (its own
     # epochs, whatever --epochs says for the others)
-    "shipped-e3": ("the shipped recipe for 3 epochs instead of 2", {"recipe": "recommended", "epochs": 3.0}),
+    "shipped-e3": ("the shipped recipe for 3 epochs instead of 2", {"recipe": "recommended", "epochs": 3.0, **P128}),
     # more in-batch negatives at the same compute (issue #17 item 4: batch size not measured at full
     # length; DPR and Tevatron train with bigger batches): 64 questions per step instead of 32, so
     # half the steps for the same 2 epochs, the recipe as shipped otherwise (its own batch size,
     # whatever --batch-size says for the others)
     "shipped-b64": ("the shipped recipe with batch 64 instead of 32 (same epochs, half the steps)",
-                    {"recipe": "recommended", "batch_size": 64}),
+                    {"recipe": "recommended", "batch_size": 64, **P128}),
     # the temperature between the diagnosis' two (issue #17 item 4: "tau between 0.02 and 0.05" not
     # measured at full length): 0.03 = cosine scale 33, the recipe as shipped otherwise
-    "shipped-t03": ("the shipped recipe at tau 0.03 instead of 0.02", {"recipe": "recommended", "tau": 0.03}),
+    "shipped-t03": ("the shipped recipe at tau 0.03 instead of 0.02", {"recipe": "recommended", "tau": 0.03, **P128}),
     # training at the inference length (issue #17 item 0: "training vs inference lengths", not
-    # tested in the diagnosis grid): the recipe trains passages at 128 word pieces and searches at
-    # MiniLM's 256; 68 % of SQuAD's paragraphs (title + text) are longer than 128 word pieces and
-    # 15 % of the questions' answers end past the 128th, so those positives train without their
-    # answer. 256 covers 98.8 % of them. The recipe as shipped otherwise.
-    "shipped-p256": ("the shipped recipe training passages at 256 word pieces (the inference length) instead of 128",
-                     {"recipe": "recommended", "passage_max_length": 256}),
+    # tested in the diagnosis grid): the recipe trained passages at 128 word pieces until
+    # 2026-12-03 and searched at MiniLM's 256; 69 % of bench_full's training positives (title +
+    # text) are longer than 128 word pieces and 14.5 % of the training questions' answers end past
+    # the 128th (eval/stats_lengths.py), so those positives trained without their answer. The
+    # recipe trains at 256 since (its runs were `shipped-p256`, now `shipped`); this is the recipe
+    # as it was, 128 (its runs were `shipped`).
+    "shipped-p128": ("the shipped recipe training passages at 128 word pieces (the recipe until 2026-12-03)",
+                     {"recipe": "recommended", **P128}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
-    "dpr-eqwall-shipped": ("DPR recipe with shipped's train wall time", DPR),
+    "dpr-eqwall-shipped": ("DPR recipe with shipped-p128's train wall time", DPR),
+    # the DPR recipe trained at the same passage length as the recipe (256 word pieces, DPR's own
+    # sequence length), at the recipe's wall time: what the recipe gains over DPR beyond the length
+    "dpr-eqwall-p256": ("DPR recipe at 256 word pieces with shipped's train wall time", {**DPR, "passage_max_length": 256}),
 }
 # The recipe's refresh as these two systems ran it, before the recipe moved to the fast path
 # (2026-12-02): every passage re-encoded at 128 word pieces at the training precision, every
@@ -135,7 +143,8 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
 PINNED = {"refresh_fraction": 1.0, "refresh_max_length": 128, "refresh_quantize": "none", "refresh_questions": "all"}
 PINNED_SYSTEMS = ("recommended", "recommended-listwise")
 # equal-wall-time DPR runs -> the system whose loop time sizes them
-EQWALL = {"dpr-eqwall": "recommended", "dpr-eqwall-fast": "recommended-fast", "dpr-eqwall-shipped": "shipped"}
+EQWALL = {"dpr-eqwall": "recommended", "dpr-eqwall-fast": "recommended-fast", "dpr-eqwall-shipped": "shipped-p128",
+          "dpr-eqwall-p256": "shipped"}
 
 
 def training_files(args, data: dict) -> tuple[list[dict], Path]:

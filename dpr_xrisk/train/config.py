@@ -36,7 +36,8 @@ class TrainConfig:
     pooling: str | None = None  # override the model's pooling (cls | mean)
     normalize: bool | None = None  # override L2 normalisation
     query_max_length: int = 32  # training-time lengths: short, as in DPR's NQ questions
-    passage_max_length: int = 128  # training length: 100-word passages fit
+    passage_max_length: int = 128  # training length in word pieces (title joined). 128 is short: most 100-word
+    #  Wikipedia passages (~145 word pieces) and SQuAD paragraphs lose their tail; the recommended recipe trains at 256
     inference_query_max_length: int | None = None  # query length saved for encode/search; None = the starting model's own (MiniLM: 64)
     inference_passage_max_length: int | None = None  # passage length saved for encode/search; None = the starting
     #   model's own (MiniLM: 256), so long passages are not cut at the training length
