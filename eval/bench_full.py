@@ -132,9 +132,14 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
     "dpr-eqwall-shipped": ("DPR recipe with shipped-p128's train wall time", DPR),
-    # the DPR recipe trained at the same passage length as the recipe (256 word pieces, DPR's own
-    # sequence length), at the recipe's wall time: what the recipe gains over DPR beyond the length
-    "dpr-eqwall-p256": ("DPR recipe at 256 word pieces with shipped's train wall time", {**DPR, "passage_max_length": 256}),
+    # the DPR recipe trained at the recipe's passage length (256 word pieces, DPR's own sequence
+    # length) and without dropout (the recipe's dropout = 0.0), at the recipe's wall time: the two
+    # then differ only in the loss and where the hard negative comes from. (With MiniLM's dropout
+    # 0.1 the DPR recipe's steps at 256 took 8-10 s on this host, median 9.7 s over 15 steps,
+    # against 2.5-2.9 s without it: dropout's share grows with the length, its attention part
+    # with the square; at 128 it cost 27 % of the loop, eval/RESULTS-full.md "Session 24".)
+    "dpr-eqwall-p256": ("DPR recipe at 256 word pieces, dropout 0, with shipped's train wall time",
+                        {**DPR, "passage_max_length": 256, "dropout": 0.0}),
 }
 # The recipe's refresh as these two systems ran it, before the recipe moved to the fast path
 # (2026-12-02): every passage re-encoded at 128 word pieces at the training precision, every

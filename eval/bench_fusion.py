@@ -99,6 +99,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=Path, default=FULL / "runs")
     ap.add_argument("--out", type=Path, default=EVAL / "RESULTS-fusion.md")
+    ap.add_argument("--json", type=Path, default=None,
+                    help="where the JSON results go (default eval/results/bench_fusion.json); with --runs of a subset "
+                         "of the runs, give --out and --json elsewhere so the full report is not replaced")
     args = ap.parse_args()
     questions, qrels, sparse, runs, passages, article, qids = load(args)
     folds = sorted(set(article.values()), key=int)
@@ -149,7 +152,7 @@ def main() -> None:
 def write(args, rows, paired, bm25, qids, folds) -> None:
     mach = common.machine()
     lines = ["# Hybrid fusion weight: RRF, fixed interpolation, cross-validated interpolation (issue #17)", "",
-             "Command: `python eval/bench_fusion.py`  ",
+             f"Command: `{' '.join(['python eval/bench_fusion.py', *sys.argv[1:]])}`  ",
              f"Date: {mach['date']}  ",
              f"Machine: {mach['cpus']} CPU cores, torch {mach['torch']} (no encoding: fusion of stored runs).", "",
              f"Data: the finished runs of eval/bench_full.py (dense top-100 of {len(qids):,} held-out SQuAD questions "
@@ -185,7 +188,7 @@ def write(args, rows, paired, bm25, qids, folds) -> None:
     lines.append("")
     common.write_report(args.out, "\n".join(lines))  # the hand-written Observations survive
     common.RESULTS.mkdir(exist_ok=True)
-    (common.RESULTS / "bench_fusion.json").write_text(json.dumps({"rows": rows, "paired": paired}, indent=1) + "\n")
+    (args.json or common.RESULTS / "bench_fusion.json").write_text(json.dumps({"rows": rows, "paired": paired}, indent=1) + "\n")
     print(f"wrote {args.out}")
 
 

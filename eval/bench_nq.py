@@ -20,8 +20,9 @@ Systems (one run at a time, resumable; eval/work/nq/, git-ignored):
   N of the in-batch q) is, as in eval/bench_full.py, the training positives found in the corpus
   plus a default_rng(0) sample of ``--refresh-sample`` corpus passages (0 = the whole corpus);
 - ``st-mnrl``: eval/_st_mnrl.py, sentence-transformers MultipleNegativesRankingLoss (in-batch
-  negatives, shared tower, scale 20, max length 128) with the recipe's batch size, learning rate,
-  schedule and epochs on the same questions.
+  negatives, shared tower, scale 20) with the recipe's batch size, learning rate, schedule, epochs
+  and training length (``passage_max_length``: 256 word pieces since 2026-12-03; the issue's
+  first MNRL run used 128) on the same questions.
 Evaluation: the test questions against the whole corpus, DPR top-1/5/20/100, MRR@10 (first
 answer-bearing rank), the hub rate (test top-1 = a training positive), and paired differences with
 95 % bootstrap intervals over questions (eval/paired.py): recommended vs zero-shot, vs st-mnrl,
@@ -58,7 +59,7 @@ METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
 SYSTEMS = {
     "zero-shot": "MiniLM as shipped, no training",
     "recommended": "the shipped recipe, unchanged (train --recipe recommended)",
-    "st-mnrl": "sentence-transformers MNRL fine-tune (in-batch negatives, shared tower, scale 20, max length 128)",
+    "st-mnrl": "sentence-transformers MNRL fine-tune (in-batch negatives, shared tower, scale 20, the recipe's max length)",
 }
 RECIPE = Path(__file__).resolve().parent.parent / "dpr_xrisk" / "recipes" / "recommended.toml"
 
@@ -215,7 +216,17 @@ def settings_of(args, data, system: str, seed: int) -> dict:
                  refresh_sample=args.refresh_sample, corpus_size=data["stats"]["corpus_passages"],
                  code=_sha(RECIPE if system == "recommended" else EVAL / "_st_mnrl.py"),
                  version=getattr(dpr_xrisk, "__version__", "?"))
+    if system == "st-mnrl":
+        s["max_length"] = mnrl_length(args)
     return s
+
+
+def mnrl_length(args) -> int:
+    """The MNRL reference trains at the recipe's passage length (the toolkit default where the
+    recipe sets none), so that the two differ in the loss and negatives, not in what they see."""
+    from dpr_xrisk.train.config import TrainConfig
+
+    return int(args.recipe.get("passage_max_length", TrainConfig.passage_max_length))
 
 
 def train(args, data, system: str, seed: int, d: Path, log: Path) -> Path:
@@ -224,7 +235,8 @@ def train(args, data, system: str, seed: int, d: Path, log: Path) -> Path:
         if not (model / "modules.json").exists():
             cmd = [sys.executable, str(EVAL / "_st_mnrl.py"), "--train", data["train"], "--out", str(model),
                    "--batch-size", str(args.batch_size), "--epochs", str(args.run_epochs), "--lr", str(args.recipe["lr"]),
-                   "--seed", str(seed), "--threads", str(args.threads)] + (["--bf16"] if args.bf16 else [])
+                   "--seed", str(seed), "--threads", str(args.threads), "--max-length", str(mnrl_length(args))] + \
+                (["--bf16"] if args.bf16 else [])
             print(f"  $ {' '.join(cmd)}", flush=True)
             with open(log, "a") as f:
                 subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True, env=br.env())
