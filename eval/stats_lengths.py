@@ -42,19 +42,30 @@ def answer_end_token(tok, title: str, text: str, answers) -> tuple[int, int | No
     return n, last + 1  # positions count [CLS]; a cut-off of L keeps positions 1..L-1 and the final [SEP]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, tokenizer=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--train", type=Path, default=WORK / "full" / "train.json")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=RESULTS / "stats_lengths.json")
+    args = ap.parse_args(argv)
     if not args.train.exists():
         sys.exit(f"{args.train} is missing: run eval/bench_full.py first (it prepares the split)")
-    from transformers import AutoTokenizer
+    from dpr_xrisk.io.biencoder import read_biencoder
 
-    from dpr_xrisk.encoder import resolve_model_path
-    tok = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
-    data = json.loads(args.train.read_text(encoding="utf-8"))
+    tok = tokenizer
+    if tok is None:
+        from transformers import AutoTokenizer
+
+        from dpr_xrisk.encoder import resolve_model_path
+        tok = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    data = read_biencoder(args.train)  # validated: a malformed record stops here with its number
+    # records without a positive are not trained on (the trainer's default no_positive = "skip"):
+    # left out of the statistic and counted, never a share of a smaller denominator unannounced
+    usable = [rec for rec in data if rec["positive_ctxs"]]
+    no_positive = len(data) - len(usable)
+    if not usable:
+        sys.exit(f"{args.train}: none of its {len(data)} records has a positive passage")
     lens, ends, missing = [], [], 0
-    for rec in data:
+    for rec in usable:
         p = rec["positive_ctxs"][0]
         n, end = answer_end_token(tok, p.get("title", ""), p["text"], rec["answers"])
         lens.append(n)
@@ -66,15 +77,17 @@ def main() -> None:
     # a cut-off of L word pieces keeps positions 1..L-1 of the text ([CLS] first, [SEP] last)
     rows = [{"max_length": L, "positives_longer": float((lens > L).mean()),
              "answer_cut_off": float((ends > L - 1).sum() / len(lens))} for L in LENGTHS]
-    out = {"train": args.train.name,
+    out = {"train": args.train.name, "records": len(data), "no_positive": no_positive,
            "questions": len(lens), "answer_not_found": missing, "median_length": float(np.median(lens)),
            "mean_length": float(lens.mean()), "rows": rows}
-    (RESULTS / "stats_lengths.json").write_text(json.dumps(out, indent=2) + "\n")
-    print(f"{len(lens)} training questions; positive length (word pieces, title joined): median "
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"{len(lens)} training questions ({no_positive} of {len(data)} records without a positive left out); "
+          f"positive length (word pieces, title joined): median "
           f"{np.median(lens):.0f}, mean {lens.mean():.1f}; answer string not in the positive: {missing}\n")
     print("| training max length | positives longer | answers ending past the cut-off |\n|---:|---:|---:|")
     for r in rows:
         print(f"| {r['max_length']} | {100 * r['positives_longer']:.1f} % | {100 * r['answer_cut_off']:.1f} % |")
+    return out
 
 
 if __name__ == "__main__":

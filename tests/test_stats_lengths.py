@@ -63,3 +63,45 @@ def test_answer_not_in_passage_and_earliest_answer(tiny_model_dir):
     assert e1 == e2 == len(tok("fox the quick", add_special_tokens=False)["input_ids"]) + 1
     _, e3 = stats_lengths.answer_end_token(tok, "fox", text, ["fox"])
     assert e3 == len(tok("fox the quick brown fox", add_special_tokens=False)["input_ids"]) + 1
+
+
+def test_main_missing_train_file_says_how_to_make_it(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        stats_lengths.main(["--train", str(tmp_path / "train.json"), "--out", str(tmp_path / "o.json")])
+    assert "train.json is missing" in str(e.value) and "bench_full.py" in str(e.value)
+
+
+def test_main_counts_records_without_positive_and_refuses_malformed(tmp_path, tiny_model_dir):
+    import json
+
+    import pytest
+    from transformers import AutoTokenizer
+
+    from dpr_xrisk.errors import InputError
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    text = " ".join(["alpha"] * 40 + ["omega"])  # the answer is the last word: past short cut-offs
+    recs = [{"question": "q1", "answers": ["omega"], "positive_ctxs": [{"title": "t", "text": text}]},
+            {"question": "q2", "answers": ["omega"], "positive_ctxs": []},
+            {"question": "q3", "answers": ["zulu"], "positive_ctxs": [{"title": "t", "text": "short text"}]}]
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(recs))
+    out = stats_lengths.main(["--train", str(train), "--out", str(tmp_path / "o.json")], tokenizer=tok)
+    assert (out["records"], out["no_positive"], out["questions"], out["answer_not_found"]) == (3, 1, 2, 1)
+    n1, end1 = stats_lengths.answer_end_token(tok, "t", text, ["omega"])
+    n3 = len(tok("t short text")["input_ids"])
+    for r in out["rows"]:  # denominators: the 2 usable questions, not the 3 records
+        L = r["max_length"]
+        assert r["positives_longer"] == ((n1 > L) + (n3 > L)) / 2
+        assert r["answer_cut_off"] == (end1 > L - 1) / 2
+    assert json.loads((tmp_path / "o.json").read_text()) == out
+    # every record without a positive: a clear exit, not a division by zero
+    train.write_text(json.dumps([recs[1]]))
+    with pytest.raises(SystemExit, match="none of its 1 records has a positive"):
+        stats_lengths.main(["--train", str(train), "--out", str(tmp_path / "o.json")], tokenizer=tok)
+    # a malformed record stops with its number (the toolkit's reader validates it)
+    train.write_text(json.dumps([{"answers": ["x"], "positive_ctxs": []}]))
+    with pytest.raises(InputError, match="record 0"):
+        stats_lengths.main(["--train", str(train), "--out", str(tmp_path / "o.json")], tokenizer=tok)
