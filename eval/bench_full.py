@@ -136,6 +136,14 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # the positive-aware margin compares candidates with. This mines at 128 (14.5 %).
     "shipped-rl128": ("the shipped recipe with the refresh mining at 128 word pieces instead of 64",
                       {"recipe": "recommended", "refresh_max_length": 128}),
+    # a rank window on the refresh pools (issue #17's goals: "rank windows and margins as
+    # FlagEmbedding's range_for_sampling and sentence-transformers' mine_hard_negatives use them";
+    # the margin was measured at full length, a window never): the first 10 retrieved ranks are
+    # left out of every pool besides what the positive, answer and margin filters remove, so the
+    # pool is ranks 10-49 (FlagEmbedding documents 10-210 as the window to use when the top ranks
+    # hold unlabelled positives), the recipe as shipped otherwise
+    "shipped-skip10": ("the shipped recipe with the refresh pools' first 10 ranks skipped (refresh_skip_ranks = 10)",
+                       {"recipe": "recommended", "refresh_skip_ranks": 10}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
