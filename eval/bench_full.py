@@ -148,6 +148,9 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # 64 steps, where 1e-5 and 2e-5 tied within +-1 top-1): twice the recipe's 2e-5, same linear
     # warm-up (10 %) and decay, the recipe as shipped otherwise
     "shipped-lr4e5": ("the shipped recipe at lr 4e-5 instead of 2e-5", {"recipe": "recommended", "lr": 4e-5}),
+    # and half of it (seed 0 at 4e-5 lost to the recipe: top-5 -0.9 [-1.6, -0.2], RR@10 -0.7
+    # [-1.2, -0.2], hub 1.29 % vs 0.92 %): does a smaller step keep more of the starting model?
+    "shipped-lr1e5": ("the shipped recipe at lr 1e-5 instead of 2e-5", {"recipe": "recommended", "lr": 1e-5}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
