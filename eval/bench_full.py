@@ -157,6 +157,16 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # 0.90 x the question's score with its positive are dropped instead of above 0.95, the recipe
     # as shipped otherwise
     "shipped-m10": ("the shipped recipe with refresh_margin 0.10 instead of 0.05", {"recipe": "recommended", "refresh_margin": 0.10}),
+    # the importance weights at full length (issue #17 item 3: "the full-length runs report the
+    # corrected weights against zeta 0 and against today's weights"; measured only in the
+    # diagnosis, 64 steps, and the 32-step refresh benchmark): the recipe without them
+    # (zeta_scale 0: plain softmax over the same candidates) ...
+    "shipped-z0": ("the shipped recipe without importance weights (zeta_scale 0)", {"recipe": "recommended", "zeta_scale": 0.0}),
+    # ... and with the weights as they were before SPEC section 3's update (q_rule = "separate":
+    # i's own pool draws at the pool q, every other candidate at the in-batch q n_b/N, even one of
+    # i's pool that arrived as another question's positive), the recipe as shipped otherwise
+    "shipped-qsep": ("the shipped recipe with the weights before SPEC section 3's update (q_rule separate)",
+                     {"recipe": "recommended", "q_rule": "separate"}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
