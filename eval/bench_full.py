@@ -167,6 +167,12 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # i's pool that arrived as another question's positive), the recipe as shipped otherwise
     "shipped-qsep": ("the shipped recipe with the weights before SPEC section 3's update (q_rule separate)",
                      {"recipe": "recommended", "q_rule": "separate"}),
+    # three hard negatives per question per step, the recipe as shipped now (256 word pieces,
+    # margin 0.05, half-epoch refresh): recommended-fast-h3 (128 word pieces, before the margin)
+    # gained top-1 +1.0 [+0.1, +1.8], MRR@10 +0.55 [+0.05, +1.05] over one negative but lost
+    # top-5 -0.5 [-1.1, +0.2], with a 57 % longer loop; does the lead hold on the recipe now?
+    "shipped-h3": ("the shipped recipe with 3 hard negatives per question per step instead of 1",
+                   {"recipe": "recommended", "hard_negatives": 3}),
     "dpr-eqwall": ("DPR recipe with the recommended recipe's train wall time", DPR),
     "dpr-eqwall-fast": ("DPR recipe with recommended-fast's train wall time", DPR),
     # (its recorded runs: 410 steps, sized by the session-25 recipe's loops, given by --eqwall-steps)
