@@ -2,7 +2,7 @@
 same test questions: per-question differences in top-k hits and reciprocal rank, averaged over
 the seeds both systems have, with a 95 % bootstrap interval over questions.
 
-    python eval/paired.py a-dpr-bm25-eqwall c-dpm-refresh-z1 [more systems...]
+    python eval/paired.py a-dpr-bm25-eqwall c-dpm-refresh-z1 [more systems...]   [--seed 1]
 
 Each system after the first is compared with the first. A system's run for seed s is
 <runs>/<system>-s<s>/run.json (``--runs``, default eval/work/refresh/runs; eval/work/fcco/runs
@@ -182,6 +182,8 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=10000)
     ap.add_argument("--runs", type=Path, default=RUNS, help="the benchmark's run directory")
     ap.add_argument("--json", type=Path, default=None, help="also write the comparisons as JSON")
+    ap.add_argument("--seed", type=int, action="append", default=None, dest="seeds",
+                    help="only this seed (repeatable; default: every seed both systems have finished)")
     args = ap.parse_args()
     if args.keep:
         if not args.runs.is_dir():
@@ -193,7 +195,7 @@ def main() -> None:
     if not args.base or not args.others:
         ap.error("give a base system and at least one other (or --keep)")
     rng = np.random.default_rng(0)
-    rows = [compare(args.base, o, args.bootstrap, rng, args.runs) for o in args.others]
+    rows = [compare(args.base, o, args.bootstrap, rng, args.runs, args.seeds) for o in args.others]
     names = [f"top{k}" for k in KS] + ["rr@10"]
     print(f"| {'vs ' + args.base} | seeds | " + " | ".join(f"Δ {n} [95 % CI]" for n in names) + " |")
     print("|---|---|" + "---|" * len(names))

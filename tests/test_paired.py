@@ -165,3 +165,23 @@ def test_a_system_is_not_read_from_a_longer_name_with_its_prefix(dirs):
     shutil.rmtree(runs / "shipped-softmax-s1")
     assert sorted(paired.runs_of("shipped", runs)) == [0]  # not seed 1 from shipped-softmax-s1's kept file
     assert paired.runs_of("shipped-softmax", runs)[1].tolist() == [6, 6]
+
+
+def test_seed_option_limits_the_comparison_to_that_seed(dirs, monkeypatch, capsys):
+    """--seed compares one seed's runs alone; a seed one system lacks is refused, not averaged away."""
+    runs, _ = dirs
+    _run(runs / "a-s0", [0, 0, 0, 0])
+    _run(runs / "a-s1", [0, 0, 0, 0])
+    _run(runs / "b-s0", [0, 0, 0, 0])  # ties a on seed 0 ...
+    _run(runs / "b-s1", [None, None, None, None])  # ... and loses every question on seed 1
+    monkeypatch.setattr(sys, "argv", ["paired.py", "--runs", str(runs), "a", "b", "--seed", "1"])
+    paired.main()
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert row.startswith("| b | 1 | -1.0000 [-1.0000, -1.0000]"), row
+    monkeypatch.setattr(sys, "argv", ["paired.py", "--runs", str(runs), "a", "b"])
+    paired.main()
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert row.startswith("| b | 0,1 | -0.5000 [-0.5000, -0.5000]"), row
+    monkeypatch.setattr(sys, "argv", ["paired.py", "--runs", str(runs), "a", "b", "--seed", "2"])
+    with pytest.raises(SystemExit, match="no common seed"):
+        paired.main()
