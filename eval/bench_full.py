@@ -50,6 +50,8 @@ NEGATIVES = "dpr-bm25-negatives.jsonl"  # --carried-bm25: the DPR recipe's BM25 
 METRICS = ["top1", "top5", "top20", "top100", "mrr@10"]
 # the DPR recipe's settings (every DPR system) and the recipe's fast refresh as recommended-fast pins it
 DPR = {"recipe": None, "loss": "infonce", "negatives": "bm25", "hard_negatives": 1}
+# the DPR recipe at the shipped recipe's passage length and dropout (see dpr-eqwall-p256)
+DPR_P256 = {**DPR, "passage_max_length": 256, "dropout": 0.0}
 # the recipe's passage length until 2026-12-03 (256 since): pinned in the variants of the shipped
 # recipe that ran with it, so that their settings (and runs) stay what they trained
 P128 = {"passage_max_length": 128}
@@ -183,15 +185,12 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
     # 0.1 the DPR recipe's steps at 256 took 8-10 s on this host, median 9.7 s over 15 steps,
     # against 2.5-2.9 s without it: dropout's share grows with the length, its attention part
     # with the square; at 128 it cost 27 % of the loop, eval/RESULTS-full.md "Session 24".)
-    "dpr-eqwall-p256": ("DPR recipe at 256 word pieces, dropout 0, with shipped's train wall time",
-                        {**DPR, "passage_max_length": 256, "dropout": 0.0}),
-    # the same at shipped-h3's wall time (its loop took 1.93x the recipe's). Sized by hand, as
-    # dpr-eqwall-p256 was: the automatic sizing reads the 128-word-piece dpr runs' step time, so
-    # give the steps: 912 = 500 x 2,789 s / 1,530 s (the undisturbed loops of shipped-h3 and
-    # dpr-eqwall-p256, seed 0): python eval/bench_full.py --bf16 --systems dpr-eqwall-h3 --seeds 0
-    # --no-zero-shot --eqwall-steps 912
-    "dpr-eqwall-h3": ("DPR recipe at 256 word pieces, dropout 0, with shipped-h3's train wall time",
-                      {**DPR, "passage_max_length": 256, "dropout": 0.0}),
+    # (no DPR run at these settings existed to time its steps: its 500 steps were given by hand)
+    "dpr-eqwall-p256": ("DPR recipe at 256 word pieces, dropout 0, with shipped's train wall time", DPR_P256),
+    # the same at shipped-h3's wall time (its loop took 1.93x the recipe's); DPR's step time at
+    # these settings comes from dpr-eqwall-p256 (EQWALL below): 912 = 500 x 2,789 s / 1,530 s for
+    # seed 0 (the undisturbed loops of shipped-h3 and dpr-eqwall-p256)
+    "dpr-eqwall-h3": ("DPR recipe at 256 word pieces, dropout 0, with shipped-h3's train wall time", DPR_P256),
 }
 # The recipe's refresh as these two systems ran it, before the recipe moved to the fast path
 # (2026-12-02): every passage re-encoded at 128 word pieces at the training precision, every
@@ -199,9 +198,38 @@ SYSTEMS: dict[str, tuple[str, dict | None]] = {
 # stay theirs; fraction 1.0 re-encodes every passage (the unset value cannot be written in TOML).
 PINNED = {"refresh_fraction": 1.0, "refresh_max_length": 128, "refresh_quantize": "none", "refresh_questions": "all"}
 PINNED_SYSTEMS = ("recommended", "recommended-listwise")
-# equal-wall-time DPR runs -> the system whose loop time sizes them
-EQWALL = {"dpr-eqwall": "recommended", "dpr-eqwall-fast": "recommended-fast", "dpr-eqwall-shipped": "shipped-p128",
-          "dpr-eqwall-p256": "shipped", "dpr-eqwall-h3": "shipped-h3"}
+# equal-wall-time DPR runs -> (the system whose loop time they match, the DPR run at their own
+# settings whose time per step sizes them). None: no such run exists, the steps must be given
+# (--eqwall-steps); a DPR step at another length or dropout costs another time (at 256 word
+# pieces with dropout 0 about 3.1 s, at 128 with dropout 0.1 about 3.6 s on the AMX host)
+EQWALL = {"dpr-eqwall": ("recommended", "dpr"), "dpr-eqwall-fast": ("recommended-fast", "dpr"),
+          "dpr-eqwall-shipped": ("shipped-p128", "dpr"), "dpr-eqwall-p256": ("shipped", None),
+          "dpr-eqwall-h3": ("shipped-h3", "dpr-eqwall-p256")}
+
+
+def eqwall_steps(system: str, recs: dict, seed: int, dpr_seed: int) -> tuple[int | None, str]:
+    """Steps for the equal-wall-time DPR run ``system``: DPR's steps x the reference's loop time /
+    DPR's loop time (both undisturbed), from the recorded reference run of ``seed`` and the DPR
+    step-time run of ``dpr_seed`` (EQWALL). (None, why) where they cannot be sized here."""
+    ref, timer = EQWALL[system]
+    if timer is None:
+        return None, (f"not run: no DPR run at {system}'s settings times its steps; give them with "
+                      "--eqwall-steps")
+    if SYSTEMS[timer][1] != SYSTEMS[system][1]:  # the table's own check: a step at other settings costs other time
+        raise ValueError(f"EQWALL: {timer}'s settings are not {system}'s; its step time does not size {system}")
+    r, a = recs.get(ref, {}).get(seed), recs.get(timer, {}).get(dpr_seed)
+    if not (r and a and "undisturbed_loop_s" in r and "undisturbed_loop_s" in a):
+        return None, f"waits for {ref} (seed {seed}) and {timer} (seed {dpr_seed})"
+    kinds = [cpu_kind_of(x) for x in (r, a)]
+    # two recorded kinds, or one recorded and one not, must agree; two unrecorded ones are the
+    # legacy runs of one invocation of one seed (both on one machine)
+    if kinds[0] != kinds[1] or (dpr_seed != seed and None in kinds):
+        return None, (f"not run: {ref} seed {seed} and {timer} seed {dpr_seed} ran on other (or unrecorded) "
+                      "kinds of CPU; their loop times do not compare")
+    r_s, a_s = r["undisturbed_loop_s"], a["undisturbed_loop_s"]
+    steps = max(1, round(a["steps"] * r_s / a_s))
+    return steps, (f"{steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of {ref} seed {seed} "
+                   f"and {timer} seed {dpr_seed}, less what other jobs added)")
 
 
 def training_files(args, data: dict) -> tuple[list[dict], Path]:
@@ -505,7 +533,7 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--eqwall-dpr-seed", type=int, default=None,
-                    help="take the DPR recipe's loop time for dpr-eqwall's step count from this seed's dpr run "
+                    help="take the DPR recipe's time per step for the dpr-eqwall runs' step counts from this seed's DPR run "
                          "(default: the first of --seeds)")
     ap.add_argument("--eqwall-steps", type=int, default=None,
                     help="steps of the equal-wall-time DPR runs, taken as given instead of sized from loop times "
@@ -562,26 +590,13 @@ def main() -> None:
                 steps = args.eqwall_steps
                 print(f"[{system}] {steps} steps, as given (--eqwall-steps)", flush=True)
             elif system in EQWALL:  # steps matched to the reference recipe's loop time
-                # (the first seed's reference run; DPR's time per step from the dpr run of
-                # --eqwall-dpr-seed, by default the same seed), both less what other jobs added
-                ref = EQWALL[system]
+                # (the first seed's reference run; DPR's time per step from the DPR run at the same
+                # settings of --eqwall-dpr-seed, by default the same seed)
                 dpr_seed = args.seeds[0] if args.eqwall_dpr_seed is None else args.eqwall_dpr_seed
-                r = recs.get(ref, {}).get(args.seeds[0])
-                a = recs.get("dpr", {}).get(dpr_seed)
-                if not (r and a and "undisturbed_loop_s" in r and "undisturbed_loop_s" in a):
-                    print(f"[{system}] waits for {ref} (seed {args.seeds[0]}) and dpr (seed {dpr_seed})", flush=True)
+                steps, why = eqwall_steps(system, recs, args.seeds[0], dpr_seed)
+                print(f"[{system}] {why}", flush=True)
+                if steps is None:
                     continue
-                kinds = [cpu_kind_of(x) for x in (r, a)]
-                # two recorded kinds, or one recorded and one not, must agree; two unrecorded ones
-                # are the legacy runs of one invocation of one seed (both on one machine)
-                if kinds[0] != kinds[1] or (dpr_seed != args.seeds[0] and None in kinds):
-                    print(f"[{system}] not run: {ref} seed {args.seeds[0]} and dpr seed {dpr_seed} ran on other "
-                          "(or unrecorded) kinds of CPU; their loop times do not compare", flush=True)
-                    continue
-                r_s, a_s = r["undisturbed_loop_s"], a["undisturbed_loop_s"]
-                steps = max(1, round(a["steps"] * r_s / a_s))
-                print(f"[{system}] {steps} steps = {a['steps']} x {r_s:.0f} s / {a_s:.0f} s (loop times of "
-                      f"{ref} seed {args.seeds[0]} and dpr seed {dpr_seed}, less what other jobs added)", flush=True)
             rec = one_run(args, data, system, seed, steps)
             if system in EQWALL and args.eqwall_steps is not None:
                 rec["eqwall_steps_source"] = "--eqwall-steps (given, not sized from this invocation's loop times)"

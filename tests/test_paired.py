@@ -122,6 +122,31 @@ def test_bench_full_refuses_a_zero_eqwall_step_count(monkeypatch, capsys):
     assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
 
 
+def test_bench_full_sizes_equal_time_runs_from_a_dpr_run_at_their_own_settings():
+    """An equal-wall-time DPR run is sized by the time per step of a DPR run at its own settings
+    (a step at 256 word pieces without dropout costs other time than one at 128 with it): every
+    EQWALL timer trains with the settings of the runs it sizes, dpr-eqwall-h3 takes
+    dpr-eqwall-p256's steps, and where no such run exists the sizing is refused, not guessed."""
+    import bench_full
+
+    for system, (ref, timer) in bench_full.EQWALL.items():
+        assert ref in bench_full.SYSTEMS and bench_full.SYSTEMS[system][1] is not None
+        if timer is not None:
+            assert bench_full.SYSTEMS[timer][1] == bench_full.SYSTEMS[system][1], (system, timer)
+    rec = lambda steps, loop: {"steps": steps, "undisturbed_loop_s": loop}
+    # the 128-word-piece dpr run (3.6 s a step) must not size it: only dpr-eqwall-p256 does
+    recs = {"shipped-h3": {0: rec(442, 2789.2)}, "dpr": {0: rec(442, 1581.0)},
+            "dpr-eqwall-p256": {0: rec(500, 1529.8)}}
+    steps, why = bench_full.eqwall_steps("dpr-eqwall-h3", recs, 0, 0)
+    assert steps == round(500 * 2789.2 / 1529.8) == 912 and "dpr-eqwall-p256" in why
+    assert bench_full.eqwall_steps("dpr-eqwall-h3", {"shipped-h3": recs["shipped-h3"], "dpr": recs["dpr"]}, 0, 0) \
+        == (None, "waits for shipped-h3 (seed 0) and dpr-eqwall-p256 (seed 0)")
+    steps, why = bench_full.eqwall_steps("dpr-eqwall-p256", {**recs, "shipped": {0: rec(442, 1445.9)}}, 0, 0)
+    assert steps is None and "--eqwall-steps" in why
+    assert bench_full.eqwall_steps("dpr-eqwall", {"recommended": {0: rec(442, 3000.0)}, "dpr": recs["dpr"]}, 0, 0)[0] \
+        == round(442 * 3000.0 / 1581.0)
+
+
 def test_two_runs_in_one_folder_keep_their_own_ranks(tmp_path):
     """A run folder holds the dense run.json and the hybrid runs beside it: each file's cached
     ranks are its own (one first_hit.npy per folder once returned the dense ranks for the
