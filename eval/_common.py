@@ -38,7 +38,7 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_b
 def cpu_kind() -> dict:
     """The CPU's model name and which of CPU_FLAGS it has: machines of one name vary (some are
     AVX2-only), and times measured on two kinds must never be compared."""
-    from dpr_xrisk.device import cpu_info
+    from dpr_xrisk.runtime.device import cpu_info
 
     model, flags = cpu_info() or ("", frozenset())
     return {"cpu_model": model or platform.processor(), "cpu_flags": [f for f in CPU_FLAGS if f in flags]}
@@ -50,7 +50,7 @@ def kind_suffix() -> tuple[str, str]:
     so their sections keep their names; ``(", CPU with AMX", "-amx")`` where bf16 matrix units make
     its bf16 speeds its own; else a name of what the CPU lacks, e.g. ``(", AVX2-only CPU",
     "-avx2")``."""
-    from dpr_xrisk.device import cpu_has_amx, cpu_has_native_bf16, cpu_has_vnni
+    from dpr_xrisk.runtime.device import cpu_has_amx, cpu_has_native_bf16, cpu_has_vnni
 
     vnni, bf16 = cpu_has_vnni(), cpu_has_native_bf16()
     if vnni and bf16:

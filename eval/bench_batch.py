@@ -39,10 +39,10 @@ def main() -> None:
     ap.add_argument("--paths", nargs="+", default=None, help="a subset of: torch-fp32 torch-bf16 torch-int8 onnx-fp32 onnx-int8")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.io.passages import read_passages
-    from dpr_xrisk.onnx_backend import onnx_encoder
-    from dpr_xrisk.quantize import quantized
+    from dpr_xrisk.runtime.onnx_backend import onnx_encoder
+    from dpr_xrisk.runtime.quantize import quantized
 
     ps = list(itertools.islice(read_passages(WIKI, check_duplicates=False), args.n))
     titles, texts = [p.title for p in ps], [p.text for p in ps]

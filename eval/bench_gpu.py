@@ -53,7 +53,7 @@ def timed(fn, device, repeat: int = 3) -> float:
 def bench_encode(model_dir, device, precision: str, n: int, batch: int, max_len: int) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     passages = texts(n, 100, 0)
     ours = DualEncoder.load(model_dir, title="join", passage_max_length=max_len).to(device).eval()
@@ -82,7 +82,7 @@ def bench_train(model_dir, device, precision: str, batch: int, chunk: int, q_len
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.losses import CachedMultipleNegativesRankingLoss, MultipleNegativesRankingLoss
 
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.losses import make_loss
     from dpr_xrisk.train.batch import Batch
     from dpr_xrisk.train.trainer import cached_step_loss, step_loss
@@ -159,7 +159,7 @@ def main() -> None:
     else:
         if not torch.cuda.is_available():
             sys.exit("bench_gpu.py needs CUDA (use --dry-run to check it on a CPU)")
-        from dpr_xrisk.encoder import resolve_model_path
+        from dpr_xrisk.retrieval.encoder import resolve_model_path
 
         device, precisions = torch.device("cuda:0"), ["bf16", "fp16"]
         model = args.model or str(resolve_model_path("minilm"))

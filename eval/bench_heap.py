@@ -1,13 +1,13 @@
 """What the `encode` command's fixed mmap threshold costs in speed, with MiniLM.
 
 What: `dpr-xrisk encode` serves every allocation of 1 MiB or more with its own mmap
-(``encode_corpus(bound_heap=True)``, :func:`dpr_xrisk.encode.fix_mmap_threshold`), which keeps its
+(``encode_corpus(bound_heap=True)``, :func:`dpr_xrisk.retrieval.encode.fix_mmap_threshold`), which keeps its
 peak RSS flat over a long corpus (eval/bench_encode_rss.py, measured with a tiny model). With a
 real model every batch's activations are then mapped, page-faulted and unmapped afresh. This
 benchmark encodes the first ``--n`` passages of ../shared/data/wikipedia-100k with MiniLM-L6
 through ``encode_corpus`` in fresh processes, with a fixed 1 MiB threshold (``fixed``: what `encode`
 did until 2026-12-01), a fixed 32 MiB one (``32mib``: what it now does for shards of up to a million
-passages, ``dpr_xrisk.encode.mmap_threshold``) and glibc's default, dynamic one (``dynamic``: what
+passages, ``dpr_xrisk.retrieval.encode.mmap_threshold``) and glibc's default, dynamic one (``dynamic``: what
 the training refresh does), for
 fp32 at batch 16 and bf16 at batch 64 (the measured defaults), interleaved, 2 threads. It
 reports passages/s (the encode loop's own clock, model loading excluded), minor page faults and
@@ -33,8 +33,8 @@ from _common import WIKI, WORK, machine, median, save  # noqa: E402
 
 CHILD = """
 import json, resource, sys, torch
-from dpr_xrisk.encode import MMAP_BOUNDED, MMAP_FAST, encode_corpus, fix_mmap_threshold
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encode import MMAP_BOUNDED, MMAP_FAST, encode_corpus, fix_mmap_threshold
+from dpr_xrisk.retrieval.encoder import DualEncoder
 corpus, out, mode, bf16, batch = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", int(sys.argv[5])
 torch.set_num_threads(2)
 enc = DualEncoder.load("minilm")

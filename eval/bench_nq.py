@@ -132,7 +132,7 @@ def write_train_corpus(corpus: Path, found: set[str], sample: int, n: int, out: 
 
 
 def prepare(args) -> dict:
-    from dpr_xrisk.encode import file_fingerprint
+    from dpr_xrisk.retrieval.encode import file_fingerprint
     from dpr_xrisk.io.questions import read_questions
 
     base = args.work

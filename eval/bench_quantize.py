@@ -6,7 +6,7 @@ model (MiniLM), max length 256, batch 64 (``--batch-size N``, or ``best``: each 
 order rotates), medians reported; plus the machine's fp32 GEMM rate (2048^3 matmul on the same
 threads) and each path's GFLOP/s as a share of it (FLOPs counted from the Linear layers and the
 attention products at each passage's token count). Where the toolkit packs int8 weights for
-another torch engine than ``x86`` (``onednn`` on a CPU with AMX-INT8, ``dpr_xrisk.quantize.int8_engine``),
+another torch engine than ``x86`` (``onednn`` on a CPU with AMX-INT8, ``dpr_xrisk.runtime.quantize.int8_engine``),
 the x86 engine's int8 runs beside it as ``ours int8 x86 engine``.
 
 Quality: zero-shot MiniLM on the SQuAD held-out articles (``convert squad --test-fraction 0.25
@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _common import EVAL, RESULTS, SHARED, WIKI, WORK, kind_suffix, machine, median, replace_section  # noqa: E402
-from dpr_xrisk.device import cpu_has_native_bf16  # noqa: E402
+from dpr_xrisk.runtime.device import cpu_has_native_bf16  # noqa: E402
 
 BASE = WORK / "quantize"
 # the bf16 rows need a CPU with native bfloat16; elsewhere they are left out (see device.py's warning)
@@ -89,7 +89,7 @@ class StOnnx:
 # eval/bench_batch.py: fp32 and int8 peak at 16, bf16 at 64); sentence-transformers' paths get ours
 # fp32's batch
 def _best() -> dict:
-    from dpr_xrisk.device import encode_batch_size
+    from dpr_xrisk.runtime.device import encode_batch_size
 
     cpu = torch.device("cpu")
     fp32, bf16 = encode_batch_size(cpu), encode_batch_size(cpu, bf16=True)
@@ -106,7 +106,7 @@ def batches(spec: str) -> dict:
 def speed(args, fp32, int8, onnx32=None, onnx8=None, int8_x86=None) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from dpr_xrisk.encoder import resolve_model_path
+    from dpr_xrisk.retrieval.encoder import resolve_model_path
     from dpr_xrisk.io.passages import read_passages
 
     ps = [p for _, p in zip(range(args.n), read_passages(WIKI, check_duplicates=False))]
@@ -167,8 +167,8 @@ def speed(args, fp32, int8, onnx32=None, onnx8=None, int8_x86=None) -> dict:
 
 
 def quality(fp32, int8, onnx8=None) -> dict:
-    from dpr_xrisk.answers import has_answer
-    from dpr_xrisk.convert import squad_to_dpr
+    from dpr_xrisk.evaluation.answers import has_answer
+    from dpr_xrisk.io.convert import squad_to_dpr
     from dpr_xrisk.io.passages import read_passages
     from dpr_xrisk.io.questions import read_questions
 
@@ -251,8 +251,8 @@ def main() -> None:
                     help="the quality half alone (load-independent: it can run beside another job); its own JSON and section")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    from dpr_xrisk.encoder import DualEncoder
-    from dpr_xrisk.quantize import quantized
+    from dpr_xrisk.retrieval.encoder import DualEncoder
+    from dpr_xrisk.runtime.quantize import quantized
 
     fp32 = DualEncoder.load("minilm").eval()
     int8 = quantized(fp32, "int8")
@@ -260,13 +260,13 @@ def main() -> None:
     onnx32 = onnx8 = None
     export = {}
     if not args.no_onnx:
-        from dpr_xrisk.onnx_backend import onnx_encoder
+        from dpr_xrisk.runtime.onnx_backend import onnx_encoder
 
         cache = BASE / "onnx-cache"
         onnx32, export["fp32_s"] = onnx_encoder(fp32, "none", cache, threads=args.threads)
         onnx8, export["int8_s"] = onnx_encoder(fp32, "int8", cache, threads=args.threads)
     if args.quality_only:
-        from dpr_xrisk.quantize import cpu_has_vnni
+        from dpr_xrisk.runtime.quantize import cpu_has_vnni
 
         qu = {"command": "python eval/bench_quantize.py " + " ".join(sys.argv[1:]), "machine": machine(),
               "int8_activation_bits": int8.activation_bits, "int8_smoothed_channels": int8.smoothed_channels,

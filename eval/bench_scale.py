@@ -49,8 +49,8 @@ def factories(n: int) -> list[tuple[str, dict]]:
 
 
 def real_vectors(n: int, n_q: int):
-    from dpr_xrisk.encode import load_shards, shard_arrays
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encode import load_shards, shard_arrays
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.io.questions import read_questions
 
     real = next((d for d in REAL_DIRS if (d / "meta-00000-of-00001.json").exists()), None)
@@ -80,7 +80,7 @@ def main() -> None:
 
     torch.set_num_threads(2)
     faiss.omp_set_num_threads(2)
-    from dpr_xrisk.index import set_search_params
+    from dpr_xrisk.retrieval.index import set_search_params
 
     done_path = RESULTS / "bench_scale.json"
     done = {(r["n"], r["vectors"], r["factory"]) for r in json.loads(done_path.read_text())} if done_path.exists() else set()

@@ -6,8 +6,8 @@ then L2-normalised, so that the data is clustered as real embeddings are and IVF
 realistically -- plus Q queries drawn from the same mixture (not copies of database vectors).
 
 Path: the vectors are written as an embeddings folder in the layout of ``dpr-xrisk encode``
-(``embeddings/ids/meta-00000-of-00001``, see dpr_xrisk/encode.py) under eval/work/, and every
-index is built by ``dpr_xrisk.index.build_index`` (which trains IVF/PQ on a sample of up to
+(``embeddings/ids/meta-00000-of-00001``, see dpr_xrisk/retrieval/encode.py) under eval/work/, and every
+index is built by ``dpr_xrisk.retrieval.index.build_index`` (which trains IVF/PQ on a sample of up to
 262,144 vectors, i.e. all of them here), loaded by ``load_index`` and tuned by
 ``set_search_params`` -- the code behind ``dpr-xrisk index`` / ``search``.
 
@@ -73,7 +73,7 @@ def build_and_measure(emb: Path, out: Path, factory: str):
     its meta, the build wall time and its size in bytes (what the loaded index occupies)."""
     import faiss
 
-    from dpr_xrisk.index import build_index, load_index
+    from dpr_xrisk.retrieval.index import build_index, load_index
 
     t0 = time.perf_counter()
     build_index(emb, out, factory=factory, overwrite=True)
@@ -95,7 +95,7 @@ def main() -> None:
 
     import faiss
 
-    from dpr_xrisk.index import set_search_params
+    from dpr_xrisk.retrieval.index import set_search_params
 
     t0 = time.perf_counter()
     x, q = mixture(args.n, args.queries, args.dim, args.components, args.seed)

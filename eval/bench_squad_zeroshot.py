@@ -74,7 +74,7 @@ def encode_with_prefix(prefix: Path, corpus: Path, emb: Path, batch_size: int, t
     The prefix's ids must equal the corpus's first ids, in order (checked)."""
     import numpy as np
 
-    from dpr_xrisk.encode import corpus_fingerprint, load_shards, shard_arrays
+    from dpr_xrisk.retrieval.encode import corpus_fingerprint, load_shards, shard_arrays
     from dpr_xrisk.io.passages import count_passages, read_passages
 
     if (emb / "meta-00000-of-00001.json").exists():

@@ -115,7 +115,7 @@ class Ours:
     """One iteration of ``train()``'s loop (grad_accum = 1), on given rows."""
 
     def __init__(self, shared: bool, loss: str, ts, store):
-        from dpr_xrisk.encoder import DualEncoder
+        from dpr_xrisk.retrieval.encoder import DualEncoder
         from dpr_xrisk.train.config import TrainConfig
         from dpr_xrisk.train.trainer import build_loss, linear_schedule
 
@@ -144,7 +144,7 @@ class Ours:
                        temperature=getattr(c, "pool_temperature", None))
 
     def step(self, rows) -> dict:
-        from dpr_xrisk.answers import _tokens
+        from dpr_xrisk.evaluation.answers import _tokens
         from dpr_xrisk.train.trainer import step_loss
 
         _tokens.cache_clear()  # has_answer timed cold, independent of the other configurations
@@ -263,7 +263,7 @@ def profile_collate(ours: Ours, batches, n: int) -> str:
     import io
     import pstats
 
-    from dpr_xrisk.answers import _tokens
+    from dpr_xrisk.evaluation.answers import _tokens
 
     pr = cProfile.Profile()
     for k, rows in enumerate(batches[:n]):
@@ -316,7 +316,7 @@ def peak_rss(configs, steps: int, bs: int) -> dict:
 def collate_scaling(sizes, reps: int) -> dict:
     """--collate-scaling: the data side alone (no model): our collate (cold and warm answer cache, and
     filter_answers off) vs ST's preprocess of the same batch, for growing batch sizes."""
-    from dpr_xrisk.answers import _tokens
+    from dpr_xrisk.evaluation.answers import _tokens
 
     ts, store = load_data()
     ours, st = Ours(True, "infonce", ts, store), ST(ts, store)

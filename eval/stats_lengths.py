@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None, tokenizer=None) -> dict:
     if tok is None:
         from transformers import AutoTokenizer
 
-        from dpr_xrisk.encoder import resolve_model_path
+        from dpr_xrisk.retrieval.encoder import resolve_model_path
         tok = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
     data = read_biencoder(args.train)  # validated: a malformed record stops here with its number
     # records without a positive are not trained on (the trainer's default no_positive = "skip"):

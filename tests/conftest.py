@@ -88,7 +88,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_encoder(tiny_model_dir):
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     return DualEncoder.load(tiny_model_dir, passage_max_length=64)
 
@@ -96,7 +96,7 @@ def tiny_encoder(tiny_model_dir):
 @pytest.fixture(scope="session")
 def squad_dir(tmp_path_factory) -> Path:
     """SQuAD v1.1 dev converted to DPR formats (in a temp folder, never in the repository)."""
-    from dpr_xrisk.convert import squad_to_dpr
+    from dpr_xrisk.io.convert import squad_to_dpr
 
     src = shared_path("squad-v1.1-dev", "dev-v1.1.json")
     out = tmp_path_factory.mktemp("squad")
@@ -108,9 +108,9 @@ def squad_dir(tmp_path_factory) -> Path:
 def squad_bm25(squad_dir, tmp_path_factory):
     """A real BM25 run (pyserini) of SQuAD's held-out questions over all its paragraphs:
     returns (run, questions, passage texts)."""
-    from dpr_xrisk.bm25 import bm25_search, build_bm25_index
+    from dpr_xrisk.retrieval.bm25 import bm25_search, build_bm25_index
     from dpr_xrisk.io.questions import read_questions
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.search import load_passage_texts
 
     index = build_bm25_index(squad_dir / "passages.tsv", tmp_path_factory.mktemp("bm25") / "idx")
     questions = read_questions(squad_dir / "test.qa.tsv")[:800]  # enough for the references, quick
@@ -148,7 +148,7 @@ def assert_same_weights(a, b) -> None:
     """The two model folders hold bit-identical weights."""
     import torch
 
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     wa, wb = (DualEncoder.load(d).state_dict() for d in (a, b))
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)

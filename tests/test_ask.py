@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import SAMPLE, cli
-from dpr_xrisk.answers import has_answer
+from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.io.passages import read_passages
 
 QUESTION = "Where does the White Nile rise?"

@@ -35,7 +35,7 @@ def test_help_lists_every_command():
 
 def test_end_to_end_on_the_sample(tiny_model_dir, tmp_path):
     model = tmp_path / "model"
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     DualEncoder.load(tiny_model_dir, passage_max_length=64).save(model)
     run_ok("encode", "--model", model, "--corpus", SAMPLE / "passages.tsv", "--out", tmp_path / "emb")
@@ -61,7 +61,7 @@ def test_end_to_end_on_the_sample(tiny_model_dir, tmp_path):
 @pytest.mark.slow
 def test_end_to_end_on_squad(tiny_model_dir, squad_dir, tmp_path):
     model = tmp_path / "model"
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     DualEncoder.load(tiny_model_dir, passage_max_length=128).save(model)
     head = (squad_dir / "test.qa.tsv").read_text().splitlines()[:200]

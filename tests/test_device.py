@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from conftest import SAMPLE, cli, train_killed_at
 from dpr_xrisk.cli import app
-from dpr_xrisk.device import resolve_device, resolve_precision
+from dpr_xrisk.runtime.device import resolve_device, resolve_precision
 from dpr_xrisk.errors import InputError
 
 runner = CliRunner()
@@ -51,7 +51,7 @@ def test_cli_refuses_an_absent_device_before_any_work(tiny_model_dir, tmp_path):
 
 
 def test_precision_bf16_is_the_old_bf16_switch(tiny_model_dir, tmp_path):
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     common = ["train", "--model", tiny_model_dir, "--train", TRAIN, "--batch-size", 4, "--max-steps", 2, "--seed", 1]
     cli(*common, "--out", tmp_path / "a", "--precision", "bf16")

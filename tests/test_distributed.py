@@ -63,7 +63,7 @@ def test_noise_only_parameters_have_no_gradient(no_dropout_model):
     assert_same_weights leaves out no gradient beyond rounding, and their same-shaped neighbours a
     real one. (In float32 their "zero" is ~1e-4 of the largest gradient: s/τ is in the hundreds
     for a random tower, and its rounding survives the softmax.)"""
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.losses import CandidateBatch, DPMLoss
 
     enc = DualEncoder.load(no_dropout_model).double()
@@ -116,7 +116,7 @@ def test_two_processes_match_one(no_dropout_model, tmp_path, estimator, cache):
                           "--master-port", str(free_port()), *train_cmd(no_dropout_model, tmp_path / "two", cached)],
                          capture_output=True, text=True, env=env)
     assert two.returncode == 0, two.stderr[-3000:]
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     a, b = (DualEncoder.load(tmp_path / d).state_dict() for d in ("one", "two"))
     assert_same_weights(a, b, atol=1e-5)
@@ -134,7 +134,7 @@ def test_two_processes_match_one(no_dropout_model, tmp_path, estimator, cache):
 def test_resume_on_another_world_size(no_dropout_model, tmp_path):
     """A 1-process run killed after its step-2 checkpoint, resumed by 2 processes, ends where an
     uninterrupted 1-process run ends (the state is per global batch, not per rank)."""
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.trainer import train
 
@@ -157,7 +157,7 @@ def test_killed_rank_fails_loudly_and_resume_recovers(no_dropout_model, tmp_path
     """Rank 1 of 2 is SIGKILLed after step 3 (its step-2 checkpoint is on disk): torchrun must
     stop the whole job with a non-zero exit naming the dead rank, not hang, and ``--resume``
     must then finish from the step-2 checkpoint to the uninterrupted run's weights."""
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
     helper = os.path.join(os.path.dirname(__file__), "_kill_rank.py")

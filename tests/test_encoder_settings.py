@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
 
 

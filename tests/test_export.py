@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE, cli
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.io.passages import read_passages
 from dpr_xrisk.io.questions import read_questions
 

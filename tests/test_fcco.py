@@ -1,4 +1,4 @@
-"""Tests of the moving-average (FCCO) estimator, SPEC §4: the γ = 1 oracle on gradients, a naive
+"""Tests of the moving-average (FCCO) estimator, docs/method.md §4: the γ = 1 oracle on gradients, a naive
 float64 u-space reference over random sequences, state round trips, log-space stability and errors.
 
 The naive reference keeps u (not log u) in a Python dict and shares no code with ``fcco.py``; it
@@ -54,7 +54,7 @@ def grad_of(loss: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.autograd.grad(loss, x)[0]
 
 
-# ---- the SPEC oracle: γ = 1 is the plain mini-batch gradient -------------------------------------
+# ---- the method's oracle: γ = 1 is the plain mini-batch gradient -------------------------------------
 
 
 @pytest.mark.parametrize("base", BASES, ids=repr)
@@ -370,9 +370,9 @@ def test_probe_exact_loss_matches_a_naive_loop(tiny_model_dir):
     import numpy as np
 
     from conftest import SAMPLE
-    from dpr_xrisk.answers import has_answer
-    from dpr_xrisk.encoder import DualEncoder
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.evaluation.answers import has_answer
+    from dpr_xrisk.retrieval.encoder import DualEncoder
+    from dpr_xrisk.retrieval.search import load_passage_texts
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.data import PassageStore, load_training_set, text_key
     from dpr_xrisk.train.trainer import build_loss, probe_estimator

@@ -12,10 +12,10 @@ import pytest
 
 from conftest import SAMPLE, cli
 from dpr_xrisk.errors import InputError
-from dpr_xrisk.evaluate import evaluate_run
+from dpr_xrisk.evaluation.evaluate import evaluate_run
 from dpr_xrisk.io.questions import read_questions
 from dpr_xrisk.io.trec import read_qrels, write_run
-from dpr_xrisk.search import fuse, load_passage_texts, per_question_metrics, tune_alpha
+from dpr_xrisk.retrieval.search import fuse, load_passage_texts, per_question_metrics, tune_alpha
 
 
 def random_runs(qids, docs, seed=0, depth=30):
@@ -175,7 +175,7 @@ def test_best_alpha_on_a_subset_is_the_subsets_argmax():
     rows = [{"fusion": "rrf", "alpha": None, "per_question": {"m": {"a": 1.0, "b": 1.0}}},
             {"fusion": "interpolation", "alpha": 0.5, "per_question": {"m": {"a": 1.0, "b": 0.0}}},
             {"fusion": "interpolation", "alpha": 2.0, "per_question": {"m": {"a": 0.0, "b": 0.9}}}]
-    from dpr_xrisk.search import best_alpha
+    from dpr_xrisk.retrieval.search import best_alpha
 
     assert best_alpha(rows, "m") == 0.5  # RRF is never chosen, however good
     assert best_alpha(rows, "m", ["b"]) == 2.0

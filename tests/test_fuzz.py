@@ -252,7 +252,7 @@ def test_random_bytes_as_json(data):
                         ["data", "title", "paragraphs", "context", "qas", "question", "answers", "text"]), kids, max_size=4),
                     max_leaves=20))
 def test_squad_converter_never_crashes(obj):
-    from dpr_xrisk.convert import squad_to_dpr
+    from dpr_xrisk.io.convert import squad_to_dpr
 
     f = tmpfile("squad.json")
     f.write_text(json.dumps({"data": obj} if not isinstance(obj, dict) else obj))

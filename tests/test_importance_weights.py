@@ -1,4 +1,4 @@
-"""Importance weights of the joint in-batch + pool sampler (SPEC §3): q_ij is the probability that
+"""Importance weights of the joint in-batch + pool sampler (docs/method.md §3): q_ij is the probability that
 candidate j is in question i's sample at all, 1 - (1 - q_b)(1 - q_h·[j ∈ Π_i]), whichever route
 brought j into the batch. Checked against simulated inclusion frequencies of the real samplers and
 against a hand computation in the collator; N is never guessed; refresh periods are "and/or"."""
@@ -20,7 +20,7 @@ from dpr_xrisk.train.trainer import RefreshSchedule
 @pytest.mark.parametrize("sampler,h", [("uniform", 2), ("softmax", 1), ("softmax", 3)])
 def test_joint_q_equals_the_simulated_inclusion_frequency(sampler, h):
     """Corpus of N passages, i's pool = the first L of them with scores. Each simulated sample is
-    the union of the in-batch route (n_b passages uniform from the corpus, the model SPEC §3 takes
+    the union of the in-batch route (n_b passages uniform from the corpus, the model docs/method.md §3 takes
     for in-batch negatives) and the pool route (``sample_negatives``, the collator's own sampler).
     The frequency with which each passage is in the union must equal q_ij."""
     N, L, n_b, T, temp = 40, 6, 8, 40_000, 0.05
@@ -98,7 +98,7 @@ def test_collator_gives_every_candidate_its_joint_inclusion_probability(tiny_enc
             want = math.log(1 - (1 - q_b) * (1 - q_h))
             assert float(b.log_q[i, j]) == pytest.approx(want, rel=1e-5), (seed, i, keys[j])
     # q1's positive p1 sits in q0's pool (L = 4, h = 1): weighted at about q_h = 1/4, never at
-    # the in-batch q_b ~ 0.005 (which over-counts it ~50-fold: SPEC §3's double count)
+    # the in-batch q_b ~ 0.005 (which over-counts it ~50-fold: docs/method.md §3's double count)
     assert float(b.log_q[0, keys.index("p1")]) > math.log(0.25)
 
 
@@ -122,7 +122,7 @@ def test_unknown_corpus_size_or_in_batch_q_one_make_every_candidate_certain(tiny
 
 
 def test_refresh_schedule_is_and_or():
-    # SPEC §5 "every R steps and/or every E epochs": R = 3 and E = 0.5 of 10 steps per epoch
+    # docs/method.md §5 "every R steps and/or every E epochs": R = 3 and E = 0.5 of 10 steps per epoch
     at = RefreshSchedule(3, 0.5, 10.0, steps=12)
     assert [t for t in range(0, 14) if at.due(t)] == [3, 5, 6, 9, 10]
     assert [at.next_after(t) for t in (0, 3, 5, 6, 10, 11)] == [3, 5, 6, 9, 12, 12]

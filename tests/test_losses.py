@@ -1,4 +1,4 @@
-"""Reference tests for the losses (SPEC §1–2): naive float64 loops, gradcheck and the SPEC oracles.
+"""Reference tests for the losses (docs/method.md §1–2): naive float64 loops, gradcheck and the method's oracles.
 
 The naive references below loop over questions i, positives k and candidates j with ``math``
 on Python floats; they share no code with ``dpr_xrisk.losses``.
@@ -271,7 +271,7 @@ def test_masked_candidates_get_exactly_zero_gradient(loss):
         assert torch.isfinite(log_q.grad).all()
 
 
-# ---- SPEC oracles ----------------------------------------------------------------------------
+# ---- method oracles ----------------------------------------------------------------------------
 
 
 def one_positive_batch(seed, B=6, N=10, masked=False):

@@ -11,12 +11,12 @@ import random
 
 import pytest
 
-from dpr_xrisk.answers import has_answer, tokenize
-from dpr_xrisk.evaluate import evaluate_run
+from dpr_xrisk.evaluation.answers import has_answer, tokenize
+from dpr_xrisk.evaluation.evaluate import evaluate_run
 from dpr_xrisk.io.retrieval_json import write_retrieval_json
 from dpr_xrisk.io.trec import write_run
-from dpr_xrisk.metrics import dpr_topk_accuracy, per_query, qrels_metrics
-from dpr_xrisk.search import retrieval_records
+from dpr_xrisk.evaluation.metrics import dpr_topk_accuracy, per_query, qrels_metrics
+from dpr_xrisk.retrieval.search import retrieval_records
 
 pyserini_eval = pytest.importorskip("pyserini.eval.evaluate_dpr_retrieval")
 pytrec_eval = pytest.importorskip("pytrec_eval")

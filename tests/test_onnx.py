@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from conftest import SAMPLE, assert_same_weights, cli, train_killed_at
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
 
 pytest.importorskip("onnxruntime", reason="the 'fast' extra (cli/setup.sh installs it)")
 
-from dpr_xrisk import onnx_backend as O  # noqa: E402
+from dpr_xrisk.runtime import onnx_backend as O  # noqa: E402
 
 TRAIN = str(SAMPLE / "biencoder-train.json")
 CORPUS = SAMPLE / "passages.tsv"

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE
-from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
+from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
-from dpr_xrisk.index import build_index, load_index, make_index, set_search_params
+from dpr_xrisk.retrieval.index import build_index, load_index, make_index, set_search_params
 from dpr_xrisk.io.passages import read_passages
 from dpr_xrisk.io.questions import read_questions
-from dpr_xrisk.search import check_compatible, dense_search, fuse, topk_matrix_search
+from dpr_xrisk.retrieval.search import check_compatible, dense_search, fuse, topk_matrix_search
 
 CORPUS = SAMPLE / "passages.tsv"
 
@@ -167,7 +167,7 @@ def test_approximate_indexes_build_and_search(emb_dir, tmp_path):
 def test_pq_indexes_skip_polysemous_training(factory):
     import faiss
 
-    from dpr_xrisk.index import make_index
+    from dpr_xrisk.retrieval.index import make_index
 
     index = make_index(32, factory)
     assert faiss.downcast_index(faiss.extract_index_ivf(index) if "IVF" in factory else index).do_polysemous_training is False
@@ -228,9 +228,9 @@ def test_fusion():
 
 def test_fusion_ties_follow_trec_eval_so_file_order_and_qrels_metrics_agree():
     """Under RRF a document first in one list and one first in the other tie; the fused order must
-    be the one trec_eval (and dpr_xrisk.metrics) recompute from the scores -- docid descending --
+    be the one trec_eval (and dpr_xrisk.evaluation.metrics) recompute from the scores -- docid descending --
     or DPR accuracy (file order) and MRR (scores) would rank the same run two ways."""
-    from dpr_xrisk.metrics import qrels_metrics
+    from dpr_xrisk.evaluation.metrics import qrels_metrics
 
     dense = {"q": [("a", 0.9), ("x", 0.5)]}
     sparse = {"q": [("b", 30.0), ("y", 10.0)]}
@@ -244,7 +244,7 @@ def test_fusion_ties_follow_trec_eval_so_file_order_and_qrels_metrics_agree():
 
 
 def test_per_shard_indexes_searched_together_equal_the_merged_index(tiny_encoder, tmp_path):
-    from dpr_xrisk.index import load_indexes
+    from dpr_xrisk.retrieval.index import load_indexes
 
     for i in range(3):
         encode_corpus(tiny_encoder, CORPUS, tmp_path / "e", shard_id=i, num_shards=3, progress=False)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from conftest import SAMPLE, assert_same_weights, cli
 from dpr_xrisk.cli import app
 from dpr_xrisk.errors import InputError
-from dpr_xrisk.quantize import overlap_at_k, quantized
+from dpr_xrisk.runtime.quantize import overlap_at_k, quantized
 
 runner = CliRunner()
 TRAIN = str(SAMPLE / "biencoder-train.json")
@@ -37,7 +37,7 @@ def test_int8_copy_is_close_keeps_the_fingerprint_and_leaves_the_original(tiny_e
 def test_int8_without_vnni_says_it_buys_no_speed(tiny_model_dir, tmp_path, monkeypatch):
     """Where the CPU has no AVX-512 VNNI, int8 measured no faster than fp32: `encode --quantize
     int8` says so in one line (and still encodes); with VNNI, or in fp32, no such line."""
-    import dpr_xrisk.device as dev
+    import dpr_xrisk.runtime.device as dev
 
     note = "this CPU has no AVX-512 VNNI: int8 encoding measured no faster than fp32"
     monkeypatch.setattr(dev, "cpu_info", lambda: ("x86", frozenset({"avx2"})))  # an x86 CPU, whatever runs the test
@@ -111,7 +111,7 @@ def test_refresh_on_int8_logs_its_quality_guard(tiny_model_dir, tmp_path):
 def test_smaller_calibration_finds_the_same_scale_of_outliers(tiny_encoder):
     """quantized(calibration=...) sets the smoothing's calibration batch (the refresh's 16 x 64
     tokens): a copy as close to fp32 as the default's, and a different computation from it."""
-    from dpr_xrisk.quantize import REFRESH_CALIBRATION
+    from dpr_xrisk.runtime.quantize import REFRESH_CALIBRATION
 
     texts = ["the quick brown fox", "jumps over the lazy dog", "the nile is a river", "a b c d e f g"]
     a = tiny_encoder.encode_passages([""] * 4, texts)
@@ -127,7 +127,7 @@ def test_int8_refresh_under_bf16_training(tiny_model_dir, tmp_path):
     """bf16 training with an int8 refresh: the int8 copy encodes in its own kernels (bf16 autocast
     is for the torch tower only; it used to fail with 'expected scalar type Float but found
     BFloat16'), at the int8 path's batch, and the guard compares with fp32."""
-    from dpr_xrisk.device import encode_batch_size
+    from dpr_xrisk.runtime.device import encode_batch_size
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.trainer import train
 
@@ -147,7 +147,7 @@ def test_auto_refresh_quantize_is_int8_on_a_vnni_cpu_and_none_elsewhere(tiny_mod
     than int8 there), none on a CPU without VNNI (int8 measured no faster than fp32) and on a GPU,
     recorded in the run's config.json; on a GPU an explicit torch int8 refresh is a clear error
     (its int8 kernels are CPU-only) and an ONNX one is left to ONNX Runtime."""
-    import dpr_xrisk.device as dev
+    import dpr_xrisk.runtime.device as dev
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.trainer import refresh_quantize_on, train
@@ -262,7 +262,7 @@ def test_int8_linear_matches_a_naive_reference_with_8_or_7_bit_activations():
     import torch
     from torch import nn
 
-    from dpr_xrisk.quantize import activation_bits, cpu_has_vnni, quantized
+    from dpr_xrisk.runtime.quantize import activation_bits, cpu_has_vnni, quantized
 
     torch.manual_seed(0)
     lin = nn.Linear(64, 48)
@@ -284,7 +284,7 @@ def test_8_bit_activations_do_not_saturate_where_they_are_used():
     import torch
     from torch import nn
 
-    from dpr_xrisk.quantize import activation_bits, cpu_has_vnni, quantized
+    from dpr_xrisk.runtime.quantize import activation_bits, cpu_has_vnni, quantized
 
     if not cpu_has_vnni():
         assert activation_bits() == 7
@@ -321,7 +321,7 @@ def _outlier_bert(seed: int = 0):
 def test_smoothing_is_exact_in_fp32_and_divides_the_outlier_channels_down():
     import torch
 
-    from dpr_xrisk.quantize import InputScaled, smooth_outliers
+    from dpr_xrisk.runtime.quantize import InputScaled, smooth_outliers
 
     m = _outlier_bert()
     s, n = smooth_outliers(m, k=4)
@@ -381,7 +381,7 @@ def test_a_resumed_run_keeps_the_refresh_path_auto_resolved_at_its_start(tiny_mo
     """refresh_quantize = "auto" resolves once per run: resumed on a machine (or under a default)
     that would pick another path, the run keeps its first session's, with a one-line note, and
     resumes to the same weights as an uninterrupted run."""
-    import dpr_xrisk.device as dev
+    import dpr_xrisk.runtime.device as dev
     from conftest import train_killed_at
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.trainer import train
@@ -409,7 +409,7 @@ def test_int8_engine_packs_for_onednn_on_amx_and_matches_the_reference_on_every_
     import torch
     from torch import nn
 
-    import dpr_xrisk.quantize as Q
+    import dpr_xrisk.runtime.quantize as Q
 
     torch.manual_seed(0)
     lin = nn.Linear(64, 48)
@@ -438,7 +438,7 @@ def test_int8_engine_packs_for_onednn_on_amx_and_matches_the_reference_on_every_
 def test_bf16_towers_copy_is_close_keeps_the_fingerprint_and_skips_autocast(tiny_encoder, monkeypatch):
     """quantize.bf16_towers: bfloat16 weights in a copy (the original untouched, same fingerprint),
     vectors close to fp32; the encoder runs such towers without autocast (nothing to cast)."""
-    from dpr_xrisk.quantize import bf16_towers
+    from dpr_xrisk.runtime.quantize import bf16_towers
 
     texts = ["the quick brown fox", "jumps over the lazy dog", "the nile is a river"]
     before = {k: v.clone() for k, v in tiny_encoder.state_dict().items()}
@@ -469,7 +469,7 @@ def test_bf16_refresh_on_a_cpu_runs_bf16_weights_and_resumes_exactly(tiny_model_
     each refresh encodes with a bfloat16-weights copy of the current towers (logged: bf16_weights,
     cast_s); a killed and resumed run ends with the same weights and refresh cache."""
     from conftest import train_killed_at
-    from dpr_xrisk.encode import load_shards, shard_arrays
+    from dpr_xrisk.retrieval.encode import load_shards, shard_arrays
     from dpr_xrisk.train.config import TrainConfig
     from dpr_xrisk.train.trainer import train
 

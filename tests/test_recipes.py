@@ -85,7 +85,7 @@ def test_every_config_key_is_a_documented_flag_with_its_default_shown():
         assert flag in r.output, flag
     for shown in ("[default: (32)]", "[default: (2e-05)]", "[default: (joint)]", "[default: (1 5 20)]"):
         assert shown in r.output, shown
-    for panel in ("Data", "Loss", "Index refresh (SPEC §5)", "Optimisation"):
+    for panel in ("Data", "Loss", "Index refresh (docs/method.md §5)", "Optimisation"):
         assert panel in r.output
 
 

@@ -12,9 +12,9 @@ import torch
 from typer.testing import CliRunner
 
 from conftest import SAMPLE, assert_same_weights, cli, train_killed_at
-from dpr_xrisk.answers import has_answer
+from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.cli import app
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.train.config import TrainConfig
 from dpr_xrisk.train.data import PassageStore, load_training_set
@@ -62,7 +62,7 @@ def test_margin_rule_matches_a_naive_filter(setup):
     """refresh_margin m keeps a candidate of the unfiltered pool iff its score is at most
     (1 - m) x the question's score with its first positive, both recomputed here from the encoder
     (the refresh reads the positive's vector from its own index); the recipe's m = 0.05."""
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.search import load_passage_texts
 
     enc, store, s = setup
     plain = refresh_pools(enc, [s], store, CORPUS, k=30).pools[0]
@@ -173,7 +173,7 @@ def test_refresh_every_epochs_is_converted_to_steps(tiny_model_dir, tmp_path):
 
 
 def test_refresh_every_steps_and_epochs_refresh_at_multiples_of_each(tiny_model_dir, tmp_path):
-    # SPEC §5 "every R steps and/or every E epochs": R = 3 and E = 0.5 (5 steps) refresh at the
+    # docs/method.md §5 "every R steps and/or every E epochs": R = 3 and E = 0.5 (5 steps) refresh at the
     # multiples of 3 and of 5, not only at those of the smaller period
     cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), batch_size=8, max_steps=11,
                       refresh_every=3, refresh_every_epochs=0.5, refresh_k=10, hard_negatives=1)
@@ -187,7 +187,7 @@ def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_mo
     ceil(0.25 * 335) = 84 oldest (a cursor walking round the corpus); the re-encoded rows equal
     a full encode with the current tower, the others keep their earlier vectors; staleness is
     logged; a killed and resumed run ends with the same weights and the same cache."""
-    from dpr_xrisk.encode import load_shards, shard_arrays
+    from dpr_xrisk.retrieval.encode import load_shards, shard_arrays
 
     cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), pooling="mean", normalize=True,
                       passage_max_length=64, batch_size=8, max_steps=6, lr=1e-3, warmup_ratio=0.0,
@@ -218,7 +218,7 @@ def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_mo
 
 
 def test_partial_reencode_rows_equal_a_fresh_encode(setup, tmp_path):
-    from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
+    from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
     from dpr_xrisk.train.refresh import partial_reencode
 
     enc, _, _ = setup

@@ -68,8 +68,8 @@ def full(tmp_path_factory):
 def make_inputs(tmp_path: Path) -> dict:
     """Two DPR runs, their evaluation JSON (rounded-looking top-k from the same flags, plus
     qrels metrics), and a training folder with refreshes, FCCO lines and probe lines."""
-    from dpr_xrisk.evaluate import answer_hits
-    from dpr_xrisk.metrics import dpr_topk_accuracy
+    from dpr_xrisk.evaluation.evaluate import answer_hits
+    from dpr_xrisk.evaluation.metrics import dpr_topk_accuracy
 
     a = write_json(tmp_path / "dense.json", dpr_run(RANKS_A))
     b = write_json(tmp_path / "bm25.json", dpr_run(RANKS_B))

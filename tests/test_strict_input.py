@@ -151,7 +151,7 @@ def test_encode_refuses_a_finished_folder_of_another_corpus(tmp_path, tiny_model
 
 
 def test_killed_encode_does_not_resume_with_another_corpus_of_the_same_size(tmp_path, tiny_encoder):
-    from dpr_xrisk.encode import encode_corpus
+    from dpr_xrisk.retrieval.encode import encode_corpus
 
     class Killed(Exception):
         pass
@@ -244,7 +244,7 @@ def test_bm25_rejects_bad_parameters_before_java(tmp_path):
 
 
 def test_internal_error_is_exit_1_with_the_debug_hint(tmp_path, twenty_one, monkeypatch):
-    import dpr_xrisk.evaluate as ev
+    import dpr_xrisk.evaluation.evaluate as ev
 
     def boom(*a, **kw):
         raise ZeroDivisionError("a bug")
@@ -281,7 +281,7 @@ def test_failed_beir_conversion_leaves_no_partial_output(tmp_path):
 
 
 def test_eval_json_names_its_inputs_by_fingerprint(tmp_path, twenty_one):
-    from dpr_xrisk.encode import file_fingerprint
+    from dpr_xrisk.retrieval.encode import file_fingerprint
 
     run, qrels = twenty_one
     cli("evaluate", "--run", run, "--qrels", qrels, "--no-strict", "--out", tmp_path / "e.json")
@@ -297,7 +297,7 @@ def test_failed_training_leaves_no_output_folder(tmp_path):
 
 
 def test_search_output_and_trained_model_record_what_made_them(tmp_path, cls_index, tiny_model_dir):
-    from dpr_xrisk.encode import file_fingerprint
+    from dpr_xrisk.retrieval.encode import file_fingerprint
 
     cli("search", "--index", cls_index, "--queries", SAMPLE / "test.qa.tsv", "--out-run", tmp_path / "r.trec")
     made = json.loads((tmp_path / "r.trec.meta.json").read_text())

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE, cli
-from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
-from dpr_xrisk.encoder import DualEncoder
+from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
+from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.passages import read_passages
-from dpr_xrisk.tokens import CorpusTokens
+from dpr_xrisk.retrieval.tokens import CorpusTokens
 from dpr_xrisk.train.config import TrainConfig
 from dpr_xrisk.train.refresh import partial_reencode, with_passage_length
 from dpr_xrisk.train.trainer import train
@@ -67,7 +67,7 @@ def test_encoding_from_cached_tokens_is_bit_identical(enc, tmp_path):
 
 
 def test_cache_is_reused_and_rebuilt_when_stale(enc, tmp_path, monkeypatch, capsys):
-    import dpr_xrisk.tokens as T
+    import dpr_xrisk.retrieval.tokens as T
 
     first = CorpusTokens.load_or_build(enc, CORPUS, tmp_path)
     calls = []
@@ -97,7 +97,7 @@ def test_cache_is_reused_and_rebuilt_when_stale(enc, tmp_path, monkeypatch, caps
 
 
 def test_tokenizer_change_changes_the_key(enc, tiny_model_dir, tmp_path):
-    from dpr_xrisk.tokens import token_key, tokenizer_fingerprint
+    from dpr_xrisk.retrieval.tokens import token_key, tokenizer_fingerprint
 
     lower = DualEncoder.load(tiny_model_dir, pooling="mean", normalize=True, passage_max_length=48)
     assert tokenizer_fingerprint(lower.tokenizer) == tokenizer_fingerprint(enc.tokenizer)
@@ -109,7 +109,7 @@ def test_tokenizer_change_changes_the_key(enc, tiny_model_dir, tmp_path):
 
 
 def test_refresh_tokenises_once_and_max_length_is_logged(tiny_model_dir, tmp_path, monkeypatch):
-    import dpr_xrisk.tokens as T
+    import dpr_xrisk.retrieval.tokens as T
 
     calls = []
     real_build = T.build
@@ -146,7 +146,7 @@ def test_only_the_encode_command_fixes_the_mmap_threshold(enc, tiny_model_dir, t
     refresh encodes its corpus with encode_corpus), every step's activations were mapped and
     unmapped afresh (13.5M vs 1.1M page faults, steps 2.7 s instead of 1.7 s on MiniLM). Only the
     ``encode`` command, a process of its own, bounds its heap that way."""
-    import dpr_xrisk.encode as E
+    import dpr_xrisk.retrieval.encode as E
 
     calls = []
     monkeypatch.setattr(E, "fix_mmap_threshold", lambda *a: calls.append(a))
@@ -160,7 +160,7 @@ def test_only_the_encode_command_fixes_the_mmap_threshold(enc, tiny_model_dir, t
 
 
 def test_the_encode_heap_is_flat_for_long_shards_and_the_environment_overrides_it(monkeypatch):
-    import dpr_xrisk.encode as E
+    import dpr_xrisk.retrieval.encode as E
 
     monkeypatch.delenv("DPR_XRISK_MMAP_THRESHOLD", raising=False)
     assert E.mmap_threshold(E.FAST_HEAP_PASSAGES) == E.MMAP_FAST == 32 << 20
@@ -183,7 +183,7 @@ def test_encode_refuses_a_bad_mmap_threshold_before_it_writes(tiny_model_dir, tm
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds")
-@pytest.mark.skipif(not __import__("dpr_xrisk.device").device.cpu_has_native_bf16(),
+@pytest.mark.skipif(not __import__("dpr_xrisk.runtime.device").device.cpu_has_native_bf16(),
                     reason="measured where bf16 runs natively (the refresh that warm_heap was made for)")
 def test_warm_heap_keeps_batch_buffers_off_fresh_pages():
     """A fresh process maps (or trims) a BERT batch's activation buffers afresh and faults on each
@@ -196,7 +196,7 @@ def test_warm_heap_keeps_batch_buffers_off_fresh_pages():
 import resource, sys
 import torch
 from transformers import BertConfig, BertModel
-from dpr_xrisk.encode import warm_heap
+from dpr_xrisk.retrieval.encode import warm_heap
 if sys.argv[1] == "warm":
     warm_heap()
 torch.manual_seed(0)

@@ -105,7 +105,7 @@ def test_smoke_training_lowers_loss_and_raises_accuracy(tiny_model_dir, tmp_path
     assert evals[0]["step"] == 0 and evals[-1]["step"] == 40
     assert evals[-1]["top5"] > evals[0]["top5"] + 0.2
     assert summary["best"] >= evals[-1]["top5"]
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     again = DualEncoder.load(tmp_path / "out")  # the output folder is a model folder
     # trained at 32/128 tokens, saved with the starting model's inference lengths (64/256)
@@ -114,7 +114,7 @@ def test_smoke_training_lowers_loss_and_raises_accuracy(tiny_model_dir, tmp_path
 
 
 def _weights(path):
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     enc = DualEncoder.load(path)
     return {k: v.clone() for k, v in enc.state_dict().items()}
@@ -246,7 +246,7 @@ def test_an_improving_dev_evaluation_leaves_the_towers_training(tiny_encoder, tm
 
 
 def test_dropout_option_sets_every_tower_dropout(tiny_model_dir, tmp_path):
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.train.trainer import set_dropout
 
     enc = DualEncoder.load(str(tiny_model_dir))

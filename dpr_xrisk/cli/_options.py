@@ -16,8 +16,8 @@ BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="T
 
 
 def default_batch_size(batch_size, device, bf16: bool = False) -> int:
-    """--batch-size, or the measured default of the path (:func:`dpr_xrisk.device.encode_batch_size`)."""
-    from dpr_xrisk.device import encode_batch_size
+    """--batch-size, or the measured default of the path (:func:`dpr_xrisk.runtime.device.encode_batch_size`)."""
+    from dpr_xrisk.runtime.device import encode_batch_size
 
     return batch_size if batch_size is not None else encode_batch_size(device, bf16)
 Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast: faster only on CPUs/GPUs with native bfloat16 (AMX, AVX512-BF16); several times slower on other CPUs (eval/RESULTS.md).")]
@@ -31,7 +31,7 @@ Normalize = Annotated[Optional[bool], typer.Option("--normalize/--no-normalize",
 
 
 def load_encoder(model: str, pooling=None, normalize=None, title=None):
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     return DualEncoder.load(model, pooling=pooling, normalize=normalize, title=title)
 
@@ -40,8 +40,8 @@ def check_inference(backend: str, quantize: str, device, bf16: bool = False) -> 
     """Refuse, before anything loads: unknown names, the CPU-only modes on another device, --bf16
     outside the torch backend or with --quantize, --backend onnx without ONNX Runtime."""
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.onnx_backend import check_backend, require_onnxruntime
-    from dpr_xrisk.quantize import QUANTIZE
+    from dpr_xrisk.runtime.onnx_backend import check_backend, require_onnxruntime
+    from dpr_xrisk.runtime.quantize import QUANTIZE
 
     check_backend(backend)
     if quantize not in QUANTIZE:
@@ -63,16 +63,16 @@ def inference_encoder(encoder, backend: str, quantize: str, device, bf16: bool =
     """The encoder to run inference with: torch fp32/bf16, torch int8, or ONNX Runtime (fp32 or
     int8), after :func:`check_inference`."""
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.onnx_backend import default_cache_root, onnx_encoder
-    from dpr_xrisk.quantize import quantized
+    from dpr_xrisk.runtime.onnx_backend import default_cache_root, onnx_encoder
+    from dpr_xrisk.runtime.quantize import quantized
 
     check_inference(backend, quantize, device, bf16)
     if quantize == "int8":
-        from dpr_xrisk.device import warn_int8_without_vnni
+        from dpr_xrisk.runtime.device import warn_int8_without_vnni
 
         warn_int8_without_vnni()
     if backend == "onnx":
-        from dpr_xrisk.encoder import resolve_model_path
+        from dpr_xrisk.retrieval.encoder import resolve_model_path
 
         try:
             model_dir = resolve_model_path(model) if model is not None else None
@@ -86,7 +86,7 @@ def write_outputs(run, questions, corpus, out_run, out_json, tag: str) -> None:
     """Write the run as TREC and/or DPR retrieval JSON (the latter needs passage texts)."""
     from dpr_xrisk.io.retrieval_json import write_retrieval_json
     from dpr_xrisk.io.trec import write_run
-    from dpr_xrisk.search import load_passage_texts, retrieval_records
+    from dpr_xrisk.retrieval.search import load_passage_texts, retrieval_records
 
     if out_run is None and out_json is None:
         raise typer.BadParameter("give --out-run and/or --out-json")

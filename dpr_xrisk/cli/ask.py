@@ -27,10 +27,10 @@ def ask(
 
     dpr-xrisk ask --index indexes/x "who wrote hamlet" --answers Shakespeare
     """
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.index import load_index
-    from dpr_xrisk.search import check_compatible, corpus_for_json
+    from dpr_xrisk.retrieval.index import load_index
+    from dpr_xrisk.retrieval.search import check_compatible, corpus_for_json
 
     if answers:
         from dpr_xrisk.io.questions import check_answers
@@ -68,7 +68,7 @@ def ask(
             title, body = found.get(docid, ("", "(text not found in the corpus)"))
             row = {"rank": rank, "score": round(score, 6), "id": docid, "title": title, "text": body}
             if answers:
-                from dpr_xrisk.answers import has_answer
+                from dpr_xrisk.evaluation.answers import has_answer
 
                 row["has_answer"] = has_answer(body, answers)
             rows.append(row)
@@ -83,7 +83,7 @@ def ask(
 def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, truncate: bool, bf16: bool):
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.io.questions import Question
-    from dpr_xrisk.search import dense_search, fuse
+    from dpr_xrisk.retrieval.search import dense_search, fuse
 
     text = " ".join(text.split())
     if not text:
@@ -96,7 +96,7 @@ def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, t
     depth = max(k, 100) if bm25_index is not None else k
     run = dense_search(encoder, faiss_index, ids, meta, q, k=depth, bf16=bf16, progress=False)
     if bm25_index is not None:
-        from dpr_xrisk.bm25 import bm25_search
+        from dpr_xrisk.retrieval.bm25 import bm25_search
 
         run = fuse(run, bm25_search(bm25_index, q, k=depth, progress=False), method="rrf", k=k)
     return run["q"][:k]
@@ -116,7 +116,7 @@ class PassageLookup:
         from dpr_xrisk.io.passages import _split_tsv, corpus_file, passage_from_json
 
         if arrow.is_table(self.corpus):
-            from dpr_xrisk.search import load_passage_texts
+            from dpr_xrisk.retrieval.search import load_passage_texts
 
             return load_passage_texts(self.corpus, set(ids))
         if self.offsets is None:

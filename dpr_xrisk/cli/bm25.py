@@ -29,7 +29,7 @@ def bm25_index(
     overwrite: Annotated[bool, typer.Option(help="Replace an existing index folder.")] = False,
 ):
     """Build a Lucene BM25 index (contents = title + newline + text) of a corpus."""
-    from dpr_xrisk.bm25 import build_bm25_index
+    from dpr_xrisk.retrieval.bm25 import build_bm25_index
 
     typer.echo(f"wrote {build_bm25_index(corpus, out, threads=threads, overwrite=overwrite)}")
 
@@ -49,7 +49,7 @@ def bm25_search(
     """Retrieve the top-k passages per question with BM25."""
     import json
 
-    from dpr_xrisk.bm25 import bm25_search as search
+    from dpr_xrisk.retrieval.bm25 import bm25_search as search
     from dpr_xrisk.cli._options import write_outputs
     from dpr_xrisk.io.questions import read_questions
 

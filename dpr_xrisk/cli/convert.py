@@ -17,7 +17,7 @@ def squad(
     seed: Annotated[int, typer.Option(help="Seed of the article split.")] = 0,
 ):
     """SQuAD JSON -> DPR passages (one per paragraph), QA, qrels and biencoder files."""
-    from dpr_xrisk.convert import squad_to_dpr
+    from dpr_xrisk.io.convert import squad_to_dpr
 
     typer.echo(squad_to_dpr(input, out, test_fraction=test_fraction, seed=seed))
 
@@ -29,7 +29,7 @@ def beir(
     split: Annotated[str, typer.Option(help="Which qrels split to convert.")] = "test",
 ):
     """BEIR folder -> DPR passages, QA (empty answers), qrels and biencoder files."""
-    from dpr_xrisk.convert import beir_to_dpr
+    from dpr_xrisk.io.convert import beir_to_dpr
 
     typer.echo(beir_to_dpr(input, out, split=split))
 

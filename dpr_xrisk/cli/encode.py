@@ -33,13 +33,13 @@ def encode(
     """
     import torch
 
-    from dpr_xrisk.encode import encode_corpus
+    from dpr_xrisk.retrieval.encode import encode_corpus
 
     if threads:
         torch.set_num_threads(threads)
     import os
 
-    from dpr_xrisk.device import resolve_device
+    from dpr_xrisk.runtime.device import resolve_device
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if num_shards is None:

@@ -23,12 +23,12 @@ def evaluate(
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also write one PNG chart: top-k accuracy vs the evaluated k's (or recall/MRR/nDCG bars). Full reports: `dpr-xrisk report`.")] = None,
 ):
     """Score runs: DPR top-k accuracy (answers) and recall/MRR/nDCG (qrels), as a table and JSON."""
-    from dpr_xrisk.encode import provenance
-    from dpr_xrisk.evaluate import check_ks, check_qrels_docs, evaluate_run, read_any_run
+    from dpr_xrisk.retrieval.encode import provenance
+    from dpr_xrisk.evaluation.evaluate import check_ks, check_qrels_docs, evaluate_run, read_any_run
     from dpr_xrisk.io.common import write_json
     from dpr_xrisk.io.questions import read_questions
     from dpr_xrisk.io.trec import read_qrels
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.search import load_passage_texts
 
     if plot is not None and plot.suffix.lower() != ".png":
         from dpr_xrisk.errors import InputError

@@ -19,7 +19,7 @@ def export(
     dpr-xrisk export --format pyserini --index indexes/x --out exported/x-pyserini
     """
     from dpr_xrisk.errors import InputError, unknown_name
-    from dpr_xrisk.export import FORMATS, export_pyserini, export_sentence_transformers
+    from dpr_xrisk.retrieval.export import FORMATS, export_pyserini, export_sentence_transformers
 
     if format not in FORMATS:
         raise unknown_name("export format", format, FORMATS)

@@ -17,7 +17,7 @@ def index(
     shard: Annotated[Optional[list[int]], typer.Option("--shard", help="Index only these shard ids (repeat); search per-shard indexes together with several --index.")] = None,
 ):
     """Build a FAISS index folder (index.faiss, ids.txt, meta.json) from an embeddings folder."""
-    from dpr_xrisk.index import build_index
+    from dpr_xrisk.retrieval.index import build_index
 
     out = build_index(embeddings, out, factory=factory, metric=metric, train_size=train_size,
                       overwrite=overwrite, threads=threads or None, shards=shard or None)

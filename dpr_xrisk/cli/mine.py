@@ -37,7 +37,7 @@ def mine(
     from dpr_xrisk.train.data import PassageStore, check_positives_in_corpus, load_training_set
     from dpr_xrisk.train.refresh import refresh_pools, validate_refresh
 
-    from dpr_xrisk.device import resolve_device
+    from dpr_xrisk.runtime.device import resolve_device
 
     from dpr_xrisk.errors import InputError
 
@@ -60,7 +60,7 @@ def mine(
     store = PassageStore()
     s = load_training_set(train, store)
     check_positives_in_corpus([s], {p.id for p in read_passages(corpus)})
-    from dpr_xrisk.device import encode_batch_size
+    from dpr_xrisk.runtime.device import encode_batch_size
 
     bs = encode_batch_size(dev)  # the measured default of the path (CPU 16, GPU 128)
     result = refresh_pools(encoder, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,
@@ -69,7 +69,7 @@ def mine(
     if check_against:
         import numpy as np
 
-        from dpr_xrisk.quantize import check_rows, pool_overlap
+        from dpr_xrisk.runtime.quantize import check_rows, pool_overlap
 
         # the fp32 mining covers only the questions compared (the corpus is encoded in full either way)
         ref = refresh_pools(fp32, [s], store, corpus, k=k, factory=factory, skip_ranks=skip_ranks, margin=margin,

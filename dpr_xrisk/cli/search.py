@@ -36,18 +36,18 @@ def search(
     allow_corpus_mismatch: Annotated[bool, typer.Option("--allow-corpus-mismatch", help="Accept a --corpus other than the indexed one (has_answer is then scored against its texts).")] = False,
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
-    from dpr_xrisk.index import load_indexes, set_search_params
+    from dpr_xrisk.retrieval.index import load_indexes, set_search_params
     from dpr_xrisk.io.questions import read_questions
-    from dpr_xrisk.encoder import DualEncoder
-    from dpr_xrisk.search import check_compatible, corpus_for_json, dense_search, fuse
+    from dpr_xrisk.retrieval.encoder import DualEncoder
+    from dpr_xrisk.retrieval.search import check_compatible, corpus_for_json, dense_search, fuse
 
-    from dpr_xrisk.device import resolve_device
+    from dpr_xrisk.runtime.device import resolve_device
 
     dev = resolve_device(device)  # checked before anything loads
     check_inference(backend, quantize, dev, bf16)
     questions = read_questions(queries)
     if faiss_gpu:
-        from dpr_xrisk.index import check_faiss_gpu, index_to_gpu
+        from dpr_xrisk.retrieval.index import check_faiss_gpu, index_to_gpu
 
         check_faiss_gpu()  # before anything loads
     loaded = load_indexes(index)
@@ -59,7 +59,7 @@ def search(
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
     # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
     recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
-    from dpr_xrisk.onnx_backend import vector_mode
+    from dpr_xrisk.runtime.onnx_backend import vector_mode
 
     indexed_b, indexed_q = meta.get("backend", "torch"), meta.get("quantize", "none")
     if vector_mode(indexed_b, indexed_q) != vector_mode(backend, quantize) and not allow_backend_mismatch:
@@ -74,7 +74,7 @@ def search(
                        batch_size=default_batch_size(batch_size, dev, bf16), bf16=bf16, more=loaded[1:])
     tag = "dense"
     if bm25_index is not None:
-        from dpr_xrisk.bm25 import bm25_search
+        from dpr_xrisk.retrieval.bm25 import bm25_search
 
         sparse = bm25_search(bm25_index, questions, k=depth)
         run = fuse(run, sparse, method=fusion, alpha=alpha, k=k)
@@ -82,7 +82,7 @@ def search(
     from dpr_xrisk.cli._options import write_outputs
 
     write_outputs(run, questions, texts_from, out_run, out_json, tag)
-    from dpr_xrisk.encode import provenance
+    from dpr_xrisk.retrieval.encode import provenance
     from dpr_xrisk.io.common import write_json
 
     made_from = {"model": meta["model"], "fingerprint": encoder.fingerprint(), "quantize": quantize, "backend": backend, "k": k, "tag": tag,
@@ -106,9 +106,9 @@ def fuse_runs(
 ):
     """Fuse two existing runs into a hybrid run."""
     from dpr_xrisk.cli._options import write_outputs
-    from dpr_xrisk.evaluate import read_any_run
+    from dpr_xrisk.evaluation.evaluate import read_any_run
     from dpr_xrisk.io.questions import read_questions
-    from dpr_xrisk.search import fuse
+    from dpr_xrisk.retrieval.search import fuse
 
     run = fuse(read_any_run(dense)[0], read_any_run(sparse)[0], method=fusion, alpha=alpha, k=k)
     if out_json is not None and corpus is None:
@@ -137,13 +137,13 @@ def tune_fusion(
     import shlex
     import sys
 
-    from dpr_xrisk.encode import provenance
+    from dpr_xrisk.retrieval.encode import provenance
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.evaluate import check_ks, judged_questions, read_any_run
+    from dpr_xrisk.evaluation.evaluate import check_ks, judged_questions, read_any_run
     from dpr_xrisk.io.common import write_json
     from dpr_xrisk.io.questions import read_questions
     from dpr_xrisk.io.trec import read_qrels
-    from dpr_xrisk.search import ALPHA_GRID, load_passage_texts, per_question_metrics, tune_alpha
+    from dpr_xrisk.retrieval.search import ALPHA_GRID, load_passage_texts, per_question_metrics, tune_alpha
 
     if qrels is None and answers is None:
         raise InputError("nothing to tune on: give --qrels and/or --answers (with --corpus) for the runs' questions")

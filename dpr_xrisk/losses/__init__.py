@@ -1,8 +1,8 @@
 """Training objectives: losses over a :class:`CandidateBatch` of scores and masks.
 
 Owns the loss registry (``LOSSES``, ``PAIRWISE``) and ``make_loss``. Each loss lives in its own
-module with its formula (SPEC §1–2); the shared batch layout is in ``layout.py``; the moving-average
-(FCCO) estimator of SPEC §4 (``fcco.py``) wraps the per-pair terms (``dpm_log_terms``,
+module with its formula (docs/method.md §1–2); the shared batch layout is in ``layout.py``; the moving-average
+(FCCO) estimator of docs/method.md §4 (``fcco.py``) wraps the per-pair terms (``dpm_log_terms``,
 ``listwise_log_terms``). Does not own the encoder or the samplers that produce q.
 
 Input format → suitable losses:

@@ -1,7 +1,7 @@
-"""The DPM loss (discriminative probabilistic modelling, SPEC §1) and its per-pair terms.
+"""The DPM loss (discriminative probabilistic modelling, docs/method.md §1) and its per-pair terms.
 
-Owns the formula of SPEC §1, its optional CLIP-style reverse direction, and the per-pair
-log ĝ_ik that the moving-average estimator (SPEC §4) wraps. Does not own the batch layout
+Owns the formula of docs/method.md §1, its optional CLIP-style reverse direction, and the per-pair
+log ĝ_ik that the moving-average estimator (docs/method.md §4) wraps. Does not own the batch layout
 (``layout.py``) nor how q is obtained (the samplers).
 """
 
@@ -60,7 +60,7 @@ def dpm_reverse_log_terms(batch: CandidateBatch, tau: float) -> PairTerms:
 
 
 class DPMLoss(nn.Module):
-    r"""Importance-weighted DPM loss (SPEC §1).
+    r"""Importance-weighted DPM loss (docs/method.md §1).
 
     .. math::
         L(i,k) = \tau \log \sum_{j \in \{k\} \cup \{j: m_{ij}=1\}}
@@ -89,7 +89,7 @@ class DPMLoss(nn.Module):
         # τ = 0.05 suits cosine scores (SimCSE, SogCLR and sentence-transformers' MNRL scale 20);
         # for raw dot products (DPR) use τ ≈ 1. The trainer may override.
         self.tau = check_tau(tau)
-        # α = 1: the importance-weighted loss of SPEC §1; α = 0 ignores log_q.
+        # α = 1: the importance-weighted loss of docs/method.md §1; α = 0 ignores log_q.
         self.zeta_scale = check_zeta_scale(zeta_scale)
         self.symmetric = bool(symmetric)
         # self-normalised weights (CandidateBatch.zeta): keep the ratios of 1/q, drop their scale

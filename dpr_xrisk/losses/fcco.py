@@ -1,4 +1,4 @@
-r"""Moving-average (FCCO) estimator around the DPM and listwise losses (SPEC §4).
+r"""Moving-average (FCCO) estimator around the DPM and listwise losses (docs/method.md §4).
 
 Both losses are τ·Σ_ik w_ik·log g_ik (f = τ·log of an inner average g_ik). A mini-batch estimate
 ĝ_ik inside the log gives a biased gradient; FCCO (finite-sum coupled compositional optimisation,
@@ -72,7 +72,7 @@ def scheduled_gamma(step: int, gamma: float, schedule: str = "constant", warmup_
 
 
 class FCCOLoss(nn.Module):
-    r"""Stateful FCCO wrapper of a :class:`DPMLoss` or :class:`ListwiseLoss` (SPEC §4, module docstring).
+    r"""Stateful FCCO wrapper of a :class:`DPMLoss` or :class:`ListwiseLoss` (docs/method.md §4, module docstring).
 
     The base loss supplies τ, ζ scale and (listwise) ℓ/margin; its per-pair log ĝ_ik and weights
     w_ik are reused unchanged. A symmetric DPM's reverse (passage→question) half has no stable
@@ -129,7 +129,7 @@ class FCCOLoss(nn.Module):
             raise unknown_name("gamma schedule", gamma_schedule, GAMMA_SCHEDULES)
         self.gamma_schedule = gamma_schedule
         # warmup 0: γ = 1 is already implied on a (question, slot)'s first visit (v ← log ĝ);
-        # set it to one epoch of steps for SPEC's "γ = 1 for the first epoch".
+        # set it to one epoch of steps for docs/method.md's "γ = 1 for the first epoch".
         self.gamma_warmup_steps = int(gamma_warmup_steps)
         self.gamma_decay_steps = int(gamma_decay_steps)
         if gamma_schedule == "cosine" and self.gamma_decay_steps <= 0:

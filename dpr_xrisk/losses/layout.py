@@ -3,14 +3,14 @@
 This module owns the *one* definition of how a training batch reaches a loss, shared by the
 collator, the losses, the moving-average (FCCO) estimator and the tests, plus the few numerical
 helpers all losses use (masked log-sum-exp, the dtype rule, the temperature check).
-It does not own how negatives are sampled or how q is computed (the samplers, SPEC §3), nor any
+It does not own how negatives are sampled or how q is computed (the samplers, docs/method.md §3), nor any
 loss formula (``dpm.py``, ``listwise.py``, ``infonce.py``).
 
 Layout (B questions, N candidate passages = every passage in the batch)::
 
     scores    (B, N) float  s_ij, score of question i against passage j (dot product or cosine)
     pos_mask  (B, N) bool   True where j is a positive of i; every row needs K_i >= 1
-    neg_mask  (B, N) bool   m_ij of SPEC: True where j may act as a negative of i. False for i's
+    neg_mask  (B, N) bool   m_ij of docs/method.md: True where j may act as a negative of i. False for i's
                             positives, duplicates of them, known false negatives and padding.
                             In-batch negatives are simply other questions' passages left True.
     log_q     (B, N) float  log q_ij <= 0, log of the probability with which the sampler put j in
@@ -18,7 +18,7 @@ Layout (B questions, N candidate passages = every passage in the batch)::
 
 A candidate with neither mask set is ignored by every loss and gets exactly zero gradient.
 
-Per-pair output: both DPM and listwise are f(ĝ_ik) with f = τ·log (SPEC §4). The functions
+Per-pair output: both DPM and listwise are f(ĝ_ik) with f = τ·log (docs/method.md §4). The functions
 ``dpm_log_terms`` / ``listwise_log_terms`` return :class:`PairTerms`, indexed by *slots*
 (B, K), K = max_i K_i: slot k of row i is the k-th positive of question i in increasing column
 order (``cols[i, k]`` is its column in ``scores``); slots past K_i are padding (``valid`` False,
@@ -162,7 +162,7 @@ def check_tau(tau: float) -> float:
 
 
 def check_zeta_scale(zeta_scale: float) -> float:
-    """α = zeta_scale must be ≥ 0 (SPEC: 0 = unweighted, 1 = importance-weighted)."""
+    """α = zeta_scale must be ≥ 0 (docs/method.md: 0 = unweighted, 1 = importance-weighted)."""
     if not (isinstance(zeta_scale, (int, float)) and math.isfinite(zeta_scale) and zeta_scale >= 0):
         raise ValueError(f"zeta_scale must be >= 0, got {zeta_scale!r}")
     return float(zeta_scale)

@@ -1,7 +1,7 @@
-"""The listwise cross-entropy loss (compositional OCE with φ = KL, SPEC §2), its pairwise losses ℓ
+"""The listwise cross-entropy loss (compositional OCE with φ = KL, docs/method.md §2), its pairwise losses ℓ
 and its per-pair terms.
 
-Owns the formula of SPEC §2 and the registry ``PAIRWISE`` of ℓ. Does not own the batch layout
+Owns the formula of docs/method.md §2 and the registry ``PAIRWISE`` of ℓ. Does not own the batch layout
 (``layout.py``) nor how q is obtained (the samplers).
 """
 
@@ -82,7 +82,7 @@ def listwise_log_terms(
 
 
 class ListwiseLoss(nn.Module):
-    r"""Listwise cross-entropy with importance weights (SPEC §2).
+    r"""Listwise cross-entropy with importance weights (docs/method.md §2).
 
     .. math::
         L(i) = \frac{1}{K_i} \sum_{k \in P_i} \tau \log \Big( \frac{1}{|C_i|}
@@ -114,7 +114,7 @@ class ListwiseLoss(nn.Module):
         super().__init__()
         # τ = 0.05 suits cosine scores (as for DPMLoss); use τ ≈ 1 for raw dot products.
         self.tau = check_tau(tau)
-        # α = 1: importance-weighted, as SPEC §2; α = 0 ignores log_q.
+        # α = 1: importance-weighted, as docs/method.md §2; α = 0 ignores log_q.
         self.zeta_scale = check_zeta_scale(zeta_scale)
         get_pairwise(pairwise)  # fail at construction, not at the first batch
         self.pairwise = pairwise

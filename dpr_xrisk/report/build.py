@@ -3,7 +3,7 @@ is bad), then render the charts, the tables of the numbers behind them and ``rep
 
 Number policy: tables show values exactly as the evaluation JSON and the training logs store
 them (metrics to 4 decimals). The top-k-vs-k curve of a DPR JSON run is computed from its
-``has_answer`` flags (:func:`dpr_xrisk.metrics.dpr_topk_accuracy`); where an evaluation JSON
+``has_answer`` flags (:func:`dpr_xrisk.evaluation.metrics.dpr_topk_accuracy`); where an evaluation JSON
 holds top-k for the same run, the table shows the evaluation JSON's value, and a computed value
 that would disagree with it is reported as a warning, never silently replaced.
 """
@@ -107,7 +107,7 @@ def _question_sets(dpr: list[DprRun], evals: list[EvalResult], names: list[str])
 # --- sections -----------------------------------------------------------------------------------
 
 def _topk_section(dpr, evals, eval_names, matched, colors, warnings) -> Chart | None:
-    from dpr_xrisk.metrics import dpr_topk_accuracy
+    from dpr_xrisk.evaluation.metrics import dpr_topk_accuracy
     from dpr_xrisk.report.charts import topk_chart
 
     eval_of = {id(d): evals[i] for i, d in matched.items()}
@@ -152,7 +152,7 @@ def _topk_section(dpr, evals, eval_names, matched, colors, warnings) -> Chart | 
     table = Table("table-topk", "Top-k accuracy (answer-bearing passage in the top k)",
                   ["run", "n"] + [f"top{k}" for k in ks] + ["source"], rows,
                   note="Upright values are the evaluation JSON's, as stored; italic values are computed from the "
-                       "run's has_answer flags (dpr_xrisk.metrics.dpr_topk_accuracy), the same function that "
+                       "run's has_answer flags (dpr_xrisk.evaluation.metrics.dpr_topk_accuracy), the same function that "
                        "produces the curve.")
     return Chart("chart-topk", "Top-k accuracy vs k", "topk.png", png, [table])
 
@@ -259,7 +259,7 @@ def _find_run(dpr: list[DprRun], name: str) -> DprRun:
 
 
 def _compare_section(a: DprRun, b: DprRun, colors) -> Section:
-    from dpr_xrisk.metrics import dpr_first_hit_ranks
+    from dpr_xrisk.evaluation.metrics import dpr_first_hit_ranks
     from dpr_xrisk.report.charts import compare_chart
 
     ra, rb = dpr_first_hit_ranks(a.hits), dpr_first_hit_ranks(b.hits)

@@ -162,7 +162,7 @@ def load_eval(path: str | Path) -> list[EvalResult]:
 
 def load_dpr_run(path: str | Path, label: str | None = None) -> DprRun:
     """A DPR retrieval JSON run (``dpr-xrisk search --out-json``, pyserini's format)."""
-    from dpr_xrisk.evaluate import answer_hits
+    from dpr_xrisk.evaluation.evaluate import answer_hits
     from dpr_xrisk.io.retrieval_json import read_retrieval_json
 
     path = Path(path)

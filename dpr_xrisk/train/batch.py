@@ -8,12 +8,12 @@ sampled hard negatives. For question i:
 - ``neg_mask[i, j]``: j is neither a positive of i (by key or by text) nor, with
   ``filter_answers``, a passage containing one of i's answers;
 - ``log_q[i, j]``: log q_ij, by ``q_rule``:
-  - ``joint`` (default, SPEC §3): the inclusion probability of j in i's sample under the joint
+  - ``joint`` (default, docs/method.md §3): the inclusion probability of j in i's sample under the joint
     in-batch + pool sampler, q_ij = 1 - (1 - q_b)(1 - q_h·[j ∈ Π_i]), whichever route brought j
     into the batch (i's own draw, another question's positive or hard negative); q_b = n_b / N
     with n_b = i's negatives that i did not draw itself and N the corpus size, q_h = j's
     probability of being among i's h pool draws (:func:`pool_log_q`);
-  - ``separate`` (the rule before SPEC §3's update, kept to measure against): i's own draws get
+  - ``separate`` (the rule before docs/method.md §3's update, kept to measure against): i's own draws get
     the pool q, every other unmasked column the in-batch q = n_b / N, even when it is in Π_i.
   q_b = 1 (every candidate certain under ``joint``) with ``in_batch_q = 'one'`` or when N is
   unknown (``corpus_size`` None).

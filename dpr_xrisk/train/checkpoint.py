@@ -44,7 +44,7 @@ def save_checkpoint(path: Path, encoder, optimizer, scheduler, loss_fn, state: d
 
 def load_checkpoint(path: Path, encoder, optimizer, scheduler, loss_fn) -> dict:
     """Restore everything in place (the encoder's weights included); return the state dict."""
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     saved = DualEncoder.load(path / "model")
     encoder.query_model.load_state_dict(saved.query_model.state_dict())

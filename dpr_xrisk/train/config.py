@@ -44,17 +44,17 @@ class TrainConfig:
     # --- loss -------------------------------------------------------------------------------
     loss: str = "dpm"  # dpm | listwise | infonce
     tau: float | None = None  # temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product
-    zeta_scale: float = 1.0  # α: 0 = unweighted, 1 = importance-weighted (SPEC §1-3)
+    zeta_scale: float = 1.0  # α: 0 = unweighted, 1 = importance-weighted (docs/method.md §1-3)
     zeta_normalize: bool = False  # self-normalised weights: per question, 1/q rescaled to mean 1 over its
     #   negatives (ratios kept, the common N/n_b scale dropped; equal q on every negative = ζ 0)
     pairwise_loss: str = "linear"  # ℓ of the listwise loss: linear | squared_hinge | logistic
     margin: float = 1.0  # c of squared_hinge
     symmetric: bool = False  # add the passage->question direction (dpm, infonce)
-    # --- moving-average estimator (SPEC §4) ---------------------------------------------------
+    # --- moving-average estimator (docs/method.md §4) ---------------------------------------------------
     estimator: str = "minibatch"  # minibatch | fcco (per-question moving average of the inner sum)
     gamma: float = 0.9  # FCCO γ: SogCLR/LibAUC default; 1 = plain mini-batch gradient
     gamma_schedule: str = "constant"  # constant | cosine (from 1 down to gamma over gamma_decay_steps)
-    gamma_warmup_steps: int = -1  # steps with γ = 1; -1 = one epoch (SPEC: γ = 1 for the first epoch)
+    gamma_warmup_steps: int = -1  # steps with γ = 1; -1 = one epoch (docs/method.md: γ = 1 for the first epoch)
     gamma_decay_steps: int = 0  # cosine schedule length; 0 = the whole run
     probe_every: int = 0  # steps between estimator probes (τ·v vs the exact full-corpus DPM loss); 0 = off
     probe_size: int = 64  # training questions in the fixed probe set
@@ -68,15 +68,15 @@ class TrainConfig:
     max_positives: int = 4  # listwise: positives per question per step (cap)
     in_batch_q: str = "uniform"  # q of in-batch negatives: n_b / corpus_size, or one (certain)
     corpus_size: int | None = None  # N for in-batch q; None = passages in `corpus`, else unknown (q_b = 1, logged)
-    q_rule: str = "joint"  # joint: q = inclusion probability under in-batch + pool sampling (SPEC §3);
-    #   separate: own draws at the pool q, every other column at n_b/N (the rule before SPEC §3's update)
+    q_rule: str = "joint"  # joint: q = inclusion probability under in-batch + pool sampling (docs/method.md §3);
+    #   separate: own draws at the pool q, every other column at n_b/N (the rule before docs/method.md §3's update)
     filter_answers: bool = True  # mask in-batch/hard negatives that contain the question's answer
     pool_sampler: str = "uniform"  # uniform (q = h/L) | softmax over retrieval scores (q = 1-(1-p)^h)
     pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9
-    # --- index refresh (SPEC §5) --------------------------------------------------------------
+    # --- index refresh (docs/method.md §5) --------------------------------------------------------------
     refresh_every: int | None = None  # steps between re-mining from the current encoder's index; None = never
     refresh_every_epochs: float | None = None  # the same in epochs: at the first step after each multiple
-    #   of E epochs of questions (none at the last step); with both set, at the refresh steps of each (SPEC §5 "and/or")
+    #   of E epochs of questions (none at the last step); with both set, at the refresh steps of each (docs/method.md §5 "and/or")
     refresh_k: int = 100  # top-K retrieved per training question
     refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
     refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)

@@ -1,5 +1,5 @@
 """Training data: questions with their positives from DPR biencoder files, the passage store
-(texts by key), and the pluggable sources of hard-negative pools (SPEC §3).
+(texts by key), and the pluggable sources of hard-negative pools (docs/method.md §3).
 
 A passage's *key* is its ``passage_id`` when it has one, else ``t:<hash of its text>``; its
 *text key* (hash of the normalised title + text) finds duplicates that carry different ids.
@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpr_xrisk.answers import has_answer
+from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.errors import InputError
 
 
@@ -124,9 +124,9 @@ def pools_from_file_negatives(s: TrainingSet, store: PassageStore, filter_answer
 
 
 def pools_from_bm25(s: TrainingSet, store: PassageStore, index_dir, corpus, depth: int, filter_answers: bool) -> None:
-    from dpr_xrisk.bm25 import bm25_search
+    from dpr_xrisk.retrieval.bm25 import bm25_search
     from dpr_xrisk.io.questions import Question
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.search import load_passage_texts
 
     qs = [Question(str(i), q.text, q.answers) for i, q in enumerate(s.questions)]
     run = bm25_search(index_dir, qs, k=depth, progress=False)
@@ -141,7 +141,7 @@ def pools_from_negatives_file(s: TrainingSet, store: PassageStore, path, corpus,
     """JSONL lines ``{"question": <record index>, "negatives": ["id", ...] or [{"passage_id": ...}]}``
     (optionally ``"dataset": <training file stem>`` to address one of several files)."""
     from dpr_xrisk.io.common import json_lines
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.search import load_passage_texts
 
     by_idx = {q.idx: i for i, q in enumerate(s.questions)}
     raw: dict[int, list[str]] = {}

@@ -1,4 +1,4 @@
-"""Hard negatives mined from the model's own index (ANCE-style refresh, SPEC §3 and §5).
+"""Hard negatives mined from the model's own index (ANCE-style refresh, docs/method.md §3 and §5).
 
 One refresh: encode the corpus with the current passage tower through the same fast path as
 ``dpr-xrisk encode`` (streamed to disk), build a FAISS index (exact ``Flat`` by default), take
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpr_xrisk.answers import has_answer
+from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.errors import InputError
 
 SAMPLERS = ("uniform", "softmax")
@@ -41,7 +41,7 @@ class RefreshResult:
 
 def validate_refresh(encoder, corpus, k: int, factory: str) -> int:
     """Checks that must fail before training starts; returns the corpus size."""
-    from dpr_xrisk.index import make_index
+    from dpr_xrisk.retrieval.index import make_index
     from dpr_xrisk.io.passages import count_passages
 
     if not corpus:
@@ -76,12 +76,12 @@ def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: in
     oldest first, as the rows were encoded in that order) with the current passage tower and
     writes version S. The first refresh (no ``prev_step``) encodes everything. Returns the new
     version's embeddings folder, the new cursor and the staleness statistics. ``tokens``: the
-    corpus tokenised once (:class:`dpr_xrisk.tokens.CorpusTokens`)."""
+    corpus tokenised once (:class:`dpr_xrisk.retrieval.tokens.CorpusTokens`)."""
     import itertools
     import json
     import shutil
 
-    from dpr_xrisk.encode import CHUNK, encode_corpus, load_shards, release_free_memory, shard_name
+    from dpr_xrisk.retrieval.encode import CHUNK, encode_corpus, load_shards, release_free_memory, shard_name
     from dpr_xrisk.io.passages import read_passages
 
     new = cache_root / f"step-{step}"
@@ -149,13 +149,13 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                   only: list[list[int]] | None = None) -> RefreshResult:
     """Mine new pools for every question of every training set with the current encoder
     (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`;
-    ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.tokens.CorpusTokens`).
+    ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.retrieval.tokens.CorpusTokens`).
     ``only``: per set, the question rows to mine (``refresh_questions = "upcoming"``); the others'
     entries in the returned pools are None (the caller keeps their old pools), and the statistics
     (recall, removals, pool size) cover the mined questions, counted in ``mined_questions``."""
-    from dpr_xrisk.encode import encode_corpus, load_shards, shard_arrays
-    from dpr_xrisk.index import build_index, load_index
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
+    from dpr_xrisk.retrieval.index import build_index, load_index
+    from dpr_xrisk.retrieval.search import load_passage_texts
     from dpr_xrisk.train.data import text_key
 
     was_training = encoder.training
@@ -235,7 +235,7 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
 
 def pool_log_q(pool: list[tuple[str, float]], h: int, sampler: str = "uniform", temperature: float = 1.0) -> np.ndarray:
     """log q_h of EVERY member of a scored pool: its probability of being among the h negatives
-    :func:`sample_negatives` draws (SPEC §3), whether or not this step drew it. Uniform without
+    :func:`sample_negatives` draws (docs/method.md §3), whether or not this step drew it. Uniform without
     replacement: h/L (1 when L <= h); softmax over scores/T, h draws with replacement:
     1 - (1 - p_j)^h, computed as log(-expm1(h·log1p(-p_j))) so that small p_j keep their digits."""
     if h == 0 or not pool:
@@ -256,7 +256,7 @@ def _softmax(pool: list[tuple[str, float]], temperature: float) -> np.ndarray:
 
 def sample_negatives(pool: list[tuple[str, float]], h: int, rng: np.random.Generator, sampler: str = "uniform",
                      temperature: float = 1.0) -> list[tuple[str, float]]:
-    """h negatives from a scored pool with their log inclusion probabilities (SPEC §3, :func:`pool_log_q`)."""
+    """h negatives from a scored pool with their log inclusion probabilities (docs/method.md §3, :func:`pool_log_q`)."""
     if h == 0 or not pool:
         return []
     log_q = pool_log_q(pool, h, sampler, temperature)

@@ -125,7 +125,7 @@ def trim_log(path: Path, step: int) -> None:
 
 def prepare(cfg: TrainConfig):
     """Load model, data and negative pools; every bad input fails here, before step 1."""
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.train import data as D
 
     if not cfg.train:
@@ -149,7 +149,7 @@ def prepare(cfg: TrainConfig):
 
         validate_refresh(encoder, cfg.corpus, cfg.refresh_k, cfg.refresh_factory)
         if cfg.refresh_backend == "onnx":
-            from dpr_xrisk.onnx_backend import require_onnxruntime
+            from dpr_xrisk.runtime.onnx_backend import require_onnxruntime
 
             require_onnxruntime()
     for s in sets:
@@ -169,8 +169,8 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
     With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
     embedding version in use and the cursor are kept in ``state`` (hence in checkpoints).
     ``only``: per set, the question rows to re-mine (:func:`upcoming_rows`); the others keep their pools."""
-    from dpr_xrisk.device import encode_batch_size
-    from dpr_xrisk.tokens import CorpusTokens
+    from dpr_xrisk.runtime.device import encode_batch_size
+    from dpr_xrisk.retrieval.tokens import CorpusTokens
     from dpr_xrisk.train.refresh import partial_reencode, refresh_pools, with_passage_length
 
     state = state if state is not None else {}
@@ -193,13 +193,13 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
         if cfg.refresh_backend == "onnx":
             import shutil
 
-            from dpr_xrisk.onnx_backend import onnx_encoder
+            from dpr_xrisk.runtime.onnx_backend import onnx_encoder
 
             shutil.rmtree(out / "refresh_onnx", ignore_errors=True)  # the towers have changed since the last one
             encoder, export_s = onnx_encoder(encoder, cfg.refresh_quantize, out / "refresh_onnx")
             extra["export_s"] = round(export_s, 3)
         elif enc_bf16 and encoder.device.type == "cpu":
-            from dpr_xrisk.quantize import bf16_towers
+            from dpr_xrisk.runtime.quantize import bf16_towers
 
             t0 = time.perf_counter()
             # a copy with bfloat16 weights: on a CPU 1.2x faster than autocast (quantize.bf16_towers)
@@ -207,7 +207,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
             extra["cast_s"] = round(time.perf_counter() - t0, 3)
             extra["bf16_weights"] = True
         elif cfg.refresh_quantize != "none":
-            from dpr_xrisk.quantize import REFRESH_CALIBRATION, quantized
+            from dpr_xrisk.runtime.quantize import REFRESH_CALIBRATION, quantized
 
             t0 = time.perf_counter()
             # an int8 CPU copy of the current towers, calibrated on the refresh's smaller batch
@@ -259,7 +259,7 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=N
     256 training questions (pool overlap; share of mined negatives that differ)."""
     import numpy as np
 
-    from dpr_xrisk.quantize import check_rows, pool_overlap
+    from dpr_xrisk.runtime.quantize import check_rows, pool_overlap
     from dpr_xrisk.train.refresh import refresh_pools
 
     only = check_rows(result.pools, np.random.default_rng([cfg.seed, 11]))  # fp32 mining of the compared questions
@@ -282,14 +282,14 @@ def prune_refresh_cache(out: Path, current: int | None) -> None:
 
 
 def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, probe, passages) -> dict:
-    """SPEC §4 diagnostic on a fixed probe set of training questions: the estimator's τ·v of
+    """docs/method.md §4 diagnostic on a fixed probe set of training questions: the estimator's τ·v of
     (question, first positive) against the exact DPM loss over the whole corpus, by brute force:
     τ·log Σ_{j ∈ {k} ∪ negatives} exp((s_ij − s_ik)/τ) (no sampling, q ≡ 1), where the negatives
     are what training may sample: the corpus minus the question's positives (by id and by
     normalised text) and, with ``filter_answers``, minus the passages containing an answer."""
     import torch as T
 
-    from dpr_xrisk.answers import has_answer
+    from dpr_xrisk.evaluation.answers import has_answer
     from dpr_xrisk.train.data import text_key
 
     was_training = encoder.training
@@ -327,8 +327,8 @@ def probe_estimator(encoder, loss_fn, cfg: TrainConfig, sets, store, offsets, pr
 
 def evaluate_dev(encoder, cfg: TrainConfig, dev_questions, dev_corpus) -> dict:
     """DPR top-k accuracy of the current encoder on the dev questions (exact search)."""
-    from dpr_xrisk.answers import has_answer
-    from dpr_xrisk.metrics import dpr_topk_accuracy
+    from dpr_xrisk.evaluation.answers import has_answer
+    from dpr_xrisk.evaluation.metrics import dpr_topk_accuracy
 
     was_training = encoder.training
     encoder.eval()
@@ -358,7 +358,7 @@ def refresh_quantize_on(cfg: TrainConfig, device: torch.device, vnni: bool | Non
     precision, so there AMX changes nothing.)"""
     on_cpu = device.type == "cpu"
     if cfg.refresh_quantize == "auto":
-        from dpr_xrisk.device import cpu_has_amx, cpu_has_vnni
+        from dpr_xrisk.runtime.device import cpu_has_amx, cpu_has_vnni
 
         if not on_cpu or (cfg.bf16 and cfg.refresh_backend == "torch" and (cpu_has_amx() if amx is None else amx)):
             return "none"  # the refresh runs at the training precision
@@ -379,7 +379,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
     import dataclasses
 
-    from dpr_xrisk.device import resolve_device, resolve_precision, use_tf32
+    from dpr_xrisk.runtime.device import resolve_device, resolve_precision, use_tf32
 
     out = Path(out_dir)
     device = resolve_device(cfg.device, "device")
@@ -413,7 +413,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
             cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(
                 dataclasses.replace(cfg, refresh_quantize=first), device))
     if cfg.refresh_quantize == "int8" and ddp.main:
-        from dpr_xrisk.device import warn_int8_without_vnni
+        from dpr_xrisk.runtime.device import warn_int8_without_vnni
 
         warn_int8_without_vnni()  # an explicit int8 refresh on a CPU where it buys no speed
     torch.manual_seed(cfg.seed)
@@ -423,7 +423,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     dev_questions = dev_corpus = None
     if cfg.dev:
         from dpr_xrisk.io.questions import read_questions
-        from dpr_xrisk.search import load_passage_texts
+        from dpr_xrisk.retrieval.search import load_passage_texts
 
         dev_questions = read_questions(cfg.dev)
         dev_src = cfg.dev_corpus or cfg.corpus
@@ -437,7 +437,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     steps_per_epoch = max(1, total_q // cfg.batch_size)
     loss_fn = build_loss(cfg, tau, sets, steps_per_epoch, steps).to(device)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")  # fp16 only (CUDA)
-    refresh_at = RefreshSchedule(cfg.refresh_every, cfg.refresh_every_epochs, total_q / cfg.batch_size, steps)  # SPEC §5 "every R steps and/or every E epochs"
+    refresh_at = RefreshSchedule(cfg.refresh_every, cfg.refresh_every_epochs, total_q / cfg.batch_size, steps)  # docs/method.md §5 "every R steps and/or every E epochs"
     offsets = np.cumsum([0] + [len(s) for s in sets])[:-1].tolist()  # estimator rows of each set
     params = list(dict.fromkeys(encoder.parameters()))  # a shared tower's parameters once
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
@@ -449,7 +449,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
 
         corpus_size = count_passages(cfg.corpus)  # N of in-batch q = n_b / N: the corpus, not what training saw
     else:
-        corpus_size = None  # SPEC §3: N is never guessed from the passages the training files mention
+        corpus_size = None  # docs/method.md §3: N is never guessed from the passages the training files mention
 
     state = {"step": 0, "order": None, "best": None, "best_step": None, "pools": None, "refresh_seconds": 0.0}
     if resume and ckpts:
@@ -478,10 +478,10 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
               f"in-batch negatives by ~{margin:.2f} in cosine; such runs lost to the starting model in "
               "eval/RESULTS-diagnosis.md (use --recipe recommended: tau 0.02, or zeta_normalize)", file=sys.stderr)
     if corpus_size is None and cfg.in_batch_q == "uniform" and cfg.zeta_scale > 0 and ddp.main:
-        print("note: corpus size N unknown (no --corpus, no corpus_size): in-batch negatives get q = 1 (SPEC §3)",
+        print("note: corpus size N unknown (no --corpus, no corpus_size): in-batch negatives get q = 1 (docs/method.md §3)",
               file=sys.stderr)
 
-    from dpr_xrisk.encode import warm_heap
+    from dpr_xrisk.retrieval.encode import warm_heap
 
     warm_heap()  # the step-0 refresh and dev evaluation at the speed of the later ones (no page fault per batch)
     t_start = time.perf_counter()  # training wall time, the initial mining included
@@ -504,7 +504,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     refreshing = bool(cfg.refresh_every or cfg.refresh_every_epochs) or cfg.negatives == "model"
     probe = probe_passages = None
     if cfg.probe_every and cfg.estimator == "fcco" and cfg.loss == "dpm":
-        from dpr_xrisk.search import load_passage_texts
+        from dpr_xrisk.retrieval.search import load_passage_texts
 
         pick = np.random.default_rng([cfg.seed, 7]).permutation(total_q)[: cfg.probe_size]
         flat = [(t, r) for t, s in enumerate(sets) for r in range(len(s))]
@@ -591,7 +591,7 @@ def train(cfg: TrainConfig, out_dir: str | Path, resume: bool = False, progress:
     encoder.eval()
     if ddp.main:
         encoder.save(out, inference_settings(encoder, cfg))  # the output folder is a model folder for encode/search
-        from dpr_xrisk.encode import provenance
+        from dpr_xrisk.retrieval.encode import provenance
         from dpr_xrisk.io.common import write_json
 
         write_json(out / "provenance.json", {"base_model": cfg.model, "inputs": provenance(
@@ -638,7 +638,7 @@ def upcoming_rows(order: DataOrder, n_sets: int, weights, seed: int, start: int,
 
 
 class RefreshSchedule:
-    """When the index is rebuilt (SPEC §5 "every R steps and/or every E epochs"): at every positive
+    """When the index is rebuilt (docs/method.md §5 "every R steps and/or every E epochs"): at every positive
     multiple of ``refresh_every`` and at the first step that starts once each multiple of
     ``refresh_every_epochs`` epochs of questions has been drawn (step ``ceil(k * E * questions /
     batch_size)``), so epoch-based refreshes stay on the epoch fractions instead of drifting by a
@@ -685,7 +685,7 @@ class RefreshSchedule:
 
 
 def restore_pools(sets, store, saved, corpus) -> None:
-    from dpr_xrisk.search import load_passage_texts
+    from dpr_xrisk.retrieval.search import load_passage_texts
 
     wanted = {k for sp in saved for p in sp for k, _ in p} - store.texts.keys()
     for key, (title, text) in (load_passage_texts(corpus, wanted) if wanted else {}).items():
@@ -696,7 +696,7 @@ def restore_pools(sets, store, saved, corpus) -> None:
 
 def _amp(encoder, precision):
     """The towers' autocast: ``precision`` is fp32 | bf16 | fp16 (or the old bool for bf16)."""
-    from dpr_xrisk.device import autocast
+    from dpr_xrisk.runtime.device import autocast
 
     if isinstance(precision, bool):
         precision = "bf16" if precision else "fp32"

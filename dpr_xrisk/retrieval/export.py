@@ -55,7 +55,7 @@ def _write_st_folder(folder: Path, model, tokenizer, pooling: str, normalize: bo
 def export_sentence_transformers(model_dir, out, overwrite: bool = False) -> list[Path]:
     """Write ``out/query_encoder`` and ``out/passage_encoder`` (or ``out/encoder`` for a shared
     tower); returns the folders written."""
-    from dpr_xrisk.encoder import DualEncoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
 
     enc = DualEncoder.load(model_dir)
     s = enc.settings
@@ -85,7 +85,7 @@ def export_sentence_transformers(model_dir, out, overwrite: bool = False) -> lis
 
 def export_pyserini(index_dir, out, overwrite: bool = False) -> Path:
     """Copy an index folder's FAISS index and ids into pyserini's ``index`` + ``docid`` files."""
-    from dpr_xrisk.index import load_index
+    from dpr_xrisk.retrieval.index import load_index
 
     index, ids, meta = load_index(index_dir)  # validates the folder (counts, damaged files)
     if meta.get("normalize_queries"):

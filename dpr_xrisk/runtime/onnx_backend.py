@@ -4,7 +4,7 @@ attention; other towers with the dynamo exporter, opset 18; dynamic batch and se
 run by ONNX Runtime's CPU execution provider;
 ``int8`` is ONNX Runtime's dynamic quantisation of the exported graph (int8 weights with one
 scale per output channel, activations quantised on the fly), exported from the tower with its
-feed-forward outlier channels smoothed as torch int8 does (:func:`dpr_xrisk.quantize.smooth_outliers`). Pooling and normalisation stay in :class:`~dpr_xrisk.encoder.DualEncoder`,
+feed-forward outlier channels smoothed as torch int8 does (:func:`dpr_xrisk.runtime.quantize.smooth_outliers`). Pooling and normalisation stay in :class:`~dpr_xrisk.retrieval.encoder.DualEncoder`,
 so an ONNX tower returns what the torch tower returns: the last hidden states.
 
 Exports are cached under a root folder (next to the model when it is writable, else
@@ -115,7 +115,7 @@ def export_tower(model: nn.Module, path: Path, quantize: str = "none") -> None:
         tower.set_attn_implementation("eager")
     if quantize == "int8":
         # the FFN inputs' outlier channels divided down first (fp32-exact), as for torch int8
-        from dpr_xrisk.quantize import smooth_outliers
+        from dpr_xrisk.runtime.quantize import smooth_outliers
 
         tower = smooth_outliers(tower, copy_model=False)[0]  # tower is already a float32 copy
     m = _LastHidden(tower, names)
@@ -264,7 +264,7 @@ def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None 
     import time
 
     require_onnxruntime()
-    from dpr_xrisk.quantize import with_towers
+    from dpr_xrisk.runtime.quantize import with_towers
 
     root = Path(cache_root) if cache_root is not None else default_cache_root(None)
     t0 = time.perf_counter()
@@ -278,7 +278,7 @@ def onnx_encoder(encoder, quantize: str = "none", cache_root: str | Path | None 
         path, fresh = load_or_export(model, root, quantize)
         exported |= fresh
         towers[name] = OrtTower(path, getattr(model, "config", None), threads)
-    from dpr_xrisk.quantize import SMOOTH_CHANNELS, smoothable
+    from dpr_xrisk.runtime.quantize import SMOOTH_CHANNELS, smoothable
 
     # what export_tower's smooth_outliers did to the int8 export
     smoothed = SMOOTH_CHANNELS if quantize == "int8" and smoothable(encoder.query_model) else 0

@@ -84,7 +84,7 @@ class CorpusTokens:
         """The token folder of ``corpus`` under ``root`` for ``encoder``'s tokenizer and passage
         settings: reused when its key matches and it is intact, built otherwise. Folders of
         other keys under ``root`` are deleted (a run keeps one)."""
-        from dpr_xrisk.encode import corpus_fingerprint
+        from dpr_xrisk.retrieval.encode import corpus_fingerprint
 
         root = Path(root)
         key, what = token_key(encoder, corpus_fingerprint(corpus))

@@ -207,7 +207,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     and every training step's activations would then be mapped and unmapped afresh (13.5M vs
     1.1M page faults, steps 2.7 s instead of 1.7 s on MiniLM at batch 16, one thread).
 
-    ``tokens``: the corpus already tokenised (:class:`dpr_xrisk.tokens.CorpusTokens`, made for
+    ``tokens``: the corpus already tokenised (:class:`dpr_xrisk.retrieval.tokens.CorpusTokens`, made for
     this encoder and corpus); the passages' texts are then read only for their ids.
 
     A finished shard of the same model and corpus is kept as it is; one of another model or

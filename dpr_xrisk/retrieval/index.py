@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpr_xrisk.encode import load_shards, shard_arrays
+from dpr_xrisk.retrieval.encode import load_shards, shard_arrays
 from dpr_xrisk.errors import InputError, unknown_name
 from dpr_xrisk.io.common import atomic_dir
 
@@ -114,7 +114,7 @@ def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat",
         "build_seconds": round(time.perf_counter() - t0, 3), "faiss_version": faiss.__version__,
         "quantize": metas[0].get("quantize", "none"), "backend": metas[0].get("backend", "torch"),
     }
-    from dpr_xrisk.onnx_backend import vector_mode
+    from dpr_xrisk.runtime.onnx_backend import vector_mode
 
     if len({vector_mode(m.get("backend", "torch"), m.get("quantize", "none")) for m in metas}) != 1:
         raise InputError("shards encoded with different --backend/--quantize; encode them alike", emb_dir)

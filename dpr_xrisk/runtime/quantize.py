@@ -45,7 +45,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from dpr_xrisk.device import cpu_has_amx_int8, cpu_has_vnni
+from dpr_xrisk.runtime.device import cpu_has_amx_int8, cpu_has_vnni
 from dpr_xrisk.errors import unknown_name
 
 QUANTIZE = ("none", "int8")

@@ -13,7 +13,7 @@ Conventions (those of trec_eval / pytrec_eval, so numbers agree to the last digi
 - nDCG@k = DCG@k / IDCG@k with DCG = sum_i rel_i / log2(i + 1) (trec_eval ``ndcg_cut``:
   linear gain, ideal ranking from the qrels' graded judgements).
 
-DPR top-k accuracy (SPEC §6): the fraction of questions with an answer-bearing passage among
+DPR top-k accuracy (docs/method.md §6): the fraction of questions with an answer-bearing passage among
 their top k, computed from per-rank ``has_answer`` flags in rank order.
 """
 

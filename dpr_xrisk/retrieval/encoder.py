@@ -4,7 +4,7 @@ optional L2 normalisation, max lengths and text prefixes.
 This module owns loading (a local Hugging Face folder, a sentence-transformers folder, a folder
 saved by dpr_xrisk, or the name ``minilm``), saving (one standard HF folder per tower, in
 safetensors, plus ``dpr_xrisk.json`` with the inference settings) and turning texts into
-embeddings. It owns no corpus I/O (see :mod:`dpr_xrisk.encode`) and no loss.
+embeddings. It owns no corpus I/O (see :mod:`dpr_xrisk.retrieval.encode`) and no loss.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ class DualEncoder(nn.Module):
 
     def encode_passage_tokens(self, enc: dict, batch_size: int = 128, bf16: bool = False, on_batch=None):
         """Embed passages already tokenised (``{"input_ids": [int arrays], "token_type_ids": [...]}``,
-        e.g. :meth:`dpr_xrisk.tokens.CorpusTokens.rows`) -> float32 numpy (n, H)."""
+        e.g. :meth:`dpr_xrisk.retrieval.tokens.CorpusTokens.rows`) -> float32 numpy (n, H)."""
         return self._encode_tokenized(enc, self.passage_model, batch_size, bf16, on_batch)
 
     @staticmethod

@@ -1,5 +1,5 @@
 """Score runs: DPR top-k answer accuracy (runs + answers + passage texts) and recall/MRR/nDCG
-(runs + qrels). Reads the files, calls :mod:`dpr_xrisk.metrics`, returns plain dicts.
+(runs + qrels). Reads the files, calls :mod:`dpr_xrisk.evaluation.metrics`, returns plain dicts.
 """
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from dpr_xrisk.answers import has_answer
+from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.errors import InputError
-from dpr_xrisk.metrics import dpr_first_hit_ranks, dpr_topk_accuracy, qrels_metrics
+from dpr_xrisk.evaluation.metrics import dpr_first_hit_ranks, dpr_topk_accuracy, qrels_metrics
 
 DEFAULT_KS = (1, 5, 20, 100)
 DEFAULT_QRELS_KS = (10, 100)

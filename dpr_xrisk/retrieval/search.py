@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from dpr_xrisk.answers import has_answer
+from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.errors import InputError, unknown_name
 
 FUSIONS = ("rrf", "interpolation")
@@ -31,7 +31,7 @@ def corpus_for_json(meta: dict, corpus=None, allow_mismatch: bool = False) -> Pa
     """The passage texts behind an index's ids: ``corpus`` if given (it must be the indexed one:
     its fingerprint is in the index), else the corpus path the index records. Checked before any
     search runs, so a wrong corpus never costs a search nor scores has_answer against other texts."""
-    from dpr_xrisk.encode import corpus_fingerprint, same_corpus
+    from dpr_xrisk.retrieval.encode import corpus_fingerprint, same_corpus
 
     if corpus is None:
         corpus = Path(meta["corpus"])
@@ -52,7 +52,7 @@ def dense_search(encoder, index, ids: Sequence[str], meta: dict, questions, k: i
     import faiss
     from tqdm import tqdm
 
-    from dpr_xrisk.index import search_many
+    from dpr_xrisk.retrieval.index import search_many
 
     if k < 1:
         raise InputError("k must be >= 1")
@@ -99,7 +99,7 @@ def fuse(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, 
             dmin = min(d.values(), default=0.0)
             smin = min(s.values(), default=0.0)
             scores = {doc: d.get(doc, dmin) + alpha * s.get(doc, smin) for doc in d.keys() | s.keys()}
-        # ties by docid descending, as trec_eval (and dpr_xrisk.metrics) rank: the file order that
+        # ties by docid descending, as trec_eval (and dpr_xrisk.evaluation.metrics) rank: the file order that
         # DPR accuracy reads is then the ranking the qrels metrics recompute from the scores
         ranked = sorted(scores.items(), key=lambda x: (x[1], x[0]), reverse=True)[:k]
         out[qid] = ranked
@@ -117,10 +117,10 @@ def per_question_metrics(run, qids: Sequence[str], qrels=None, questions=None, p
     """metric -> qid -> value over the labelled questions ``qids``: DPR top-k answer flags (0/1,
     from ``questions`` with answers and ``passages``: docid -> (title, text)) and, with ``qrels``,
     recall/MRR/nDCG@k by the judgements. A question absent from the run scores 0 (trec_eval -c).
-    ``answer_cache``: :func:`~dpr_xrisk.evaluate.answer_hits`' cache, shared between calls over
+    ``answer_cache``: :func:`~dpr_xrisk.evaluation.evaluate.answer_hits`' cache, shared between calls over
     one corpus, so each (answers, passage) pair is matched once."""
-    from dpr_xrisk.evaluate import answer_hits
-    from dpr_xrisk.metrics import dpr_first_hit_ranks, per_query
+    from dpr_xrisk.evaluation.evaluate import answer_hits
+    from dpr_xrisk.evaluation.metrics import dpr_first_hit_ranks, per_query
 
     out: dict[str, dict[str, float]] = {}
     if questions is not None:

@@ -1,6 +1,6 @@
 """DPR answer matching: the one implementation of ``has_answer`` in dpr_xrisk.
 
-Definition (SPEC §6, DPR's ``has_answer`` as pyserini's ``evaluate_dpr_retrieval`` runs it):
+Definition (docs/method.md §6, DPR's ``has_answer`` as pyserini's ``evaluate_dpr_retrieval`` runs it):
 text and answers are NFD-normalised and tokenised with DPR's SimpleTokenizer rule -- a token is
 a run of letters/digits/combining marks, or any single character that is neither a separator
 nor a control character -- and lower-cased; an answer matches when its token sequence occurs

@@ -1,0 +1,1 @@
+"""Scoring runs: DPR answer matching, top-k accuracy, recall/MRR/nDCG."""
