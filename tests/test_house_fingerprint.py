@@ -1,0 +1,180 @@
+"""No-behaviour-change proof for refactors of training: a tiny deterministic pipeline (train,
+encode, index, search, evaluate) driven through the CLI, the interface that is the same before and
+after a code move, reduced to fingerprints of what it produced.
+
+The expected values below were recorded at commit 1b30493, before the layout move and the split of
+the trainer (run this file with ``FINGERPRINT_PRINT=1`` there to record them again). A difference
+means the refactor changed what training, encoding or search computes.
+
+What is fingerprinted, and why all of it is deterministic on one machine: the trained towers'
+safetensors bytes (every random draw of training is seeded from (seed, step); one torch thread),
+the corpus embeddings (``.npy`` bytes), the TREC run (question ids, passage ids and ranks; scores
+rounded to 4 decimals so that a last-bit difference in a float sum cannot hide the ids) and the
+metrics (rounded to 6 decimals). Wall-clock fields (seconds, timestamps) and paths are left out.
+Every length is pinned on the command line, so a changed default (``passage_max_length``) does not
+move the fingerprints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE, cli
+
+# recorded at 1b30493, before the refactor (see the module docstring)
+EXPECTED = {"plain": {"weights": "70882888bc2acde0",
+           "settings": {"pooling": "cls",
+                        "normalize": False,
+                        "query_max_length": 64,
+                        "passage_max_length": 256,
+                        "query_prefix": "",
+                        "passage_prefix": "",
+                        "title": "pair",
+                        "shared": False},
+           "losses": [7.50343, 6.31937, 6.00581, 5.75566],
+           "refreshes": [],
+           "embeddings": "0e37259be7eeb9b1",
+           "run": "091c0e932a757155",
+           "metrics": {"mrr@10": 0.0,
+                       "mrr@50": 0.00125,
+                       "ndcg@10": 0.0,
+                       "ndcg@50": 0.009333,
+                       "recall@10": 0.0,
+                       "recall@50": 0.05,
+                       "top1": 0.0,
+                       "top20": 0.0,
+                       "top5": 0.0,
+                       "top50": 0.05},
+           "dev": []},
+ "refresh": {"weights": "a5d268358fef4aa9",
+             "settings": {"pooling": "cls",
+                          "normalize": False,
+                          "query_max_length": 24,
+                          "passage_max_length": 48,
+                          "query_prefix": "",
+                          "passage_prefix": "",
+                          "title": "pair",
+                          "shared": False},
+             "losses": [5.19936, 4.34646, 3.56948, 3.29467],
+             "refreshes": [{"corpus_size": 335,
+                            "encode_batch_size": 16,
+                            "event": "refresh",
+                            "mean_pool_size": 19.9125,
+                            "mined_questions": 80,
+                            "removed": {"answer": 3, "margin": 0, "positive": 4, "rank": 0},
+                            "step": 0,
+                            "train_recall@1": 0.0,
+                            "train_recall@10": 0.0125,
+                            "train_recall@20": 0.05},
+                           {"corpus_size": 335,
+                            "encode_batch_size": 16,
+                            "event": "refresh",
+                            "mean_pool_size": 19.925,
+                            "mined_questions": 80,
+                            "removed": {"answer": 0, "margin": 0, "positive": 6, "rank": 0},
+                            "step": 2,
+                            "train_recall@1": 0.0,
+                            "train_recall@10": 0.05,
+                            "train_recall@20": 0.075}],
+             "embeddings": "7c230bbddd2a993f",
+             "run": "5c724bf0fe269fed",
+             "metrics": {"mrr@10": 0.0,
+                         "mrr@50": 0.007408,
+                         "ndcg@10": 0.0,
+                         "ndcg@50": 0.041354,
+                         "recall@10": 0.0,
+                         "recall@50": 0.2,
+                         "top1": 0.0,
+                         "top20": 0.0,
+                         "top5": 0.0,
+                         "top50": 0.2},
+             "dev": [{"best": 0.0, "best_step": 0, "top1": 0.0, "top20": 0.0, "top5": 0.0},
+                     {"best": 0.0, "best_step": 0, "top1": 0.0, "top20": 0.05, "top5": 0.0},
+                     {"best": 0.0, "best_step": 0, "top1": 0.0, "top20": 0.05, "top5": 0.0}]}}
+
+# the common flags of both training runs: short, seeded, every length explicit
+_TRAIN = ["--train", SAMPLE / "biencoder-train.json", "--corpus", SAMPLE / "passages.tsv", "--batch-size", "4",
+          "--max-steps", "4", "--seed", "7", "--query-max-length", "24", "--passage-max-length", "48",
+          "--lr", "1e-3",
+          "--warmup-steps", "1", "--hard-negatives", "1", "--device", "cpu", "--precision", "fp32", "--threads", "1",
+          "--log-every", "1"]
+SETUPS = {
+    # the saved inference lengths: the model's own (the trainer's length resolution)
+    "plain": ["--negatives", "file", "--loss", "dpm"],
+    # negatives mined by the model itself, a refresh at step 2, dev evaluation at steps 0, 2 and 4
+    "refresh": ["--negatives", "model", "--refresh-every", "2", "--refresh-k", "20", "--loss", "listwise",
+                "--dev", SAMPLE / "dev.qa.tsv", "--eval-every", "2",
+                "--inference-query-max-length", "24", "--inference-passage-max-length", "48"],
+}
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _files_hash(folder: Path, pattern: str) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob(pattern)):
+        h.update(str(p.relative_to(folder)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _rounded(value, digits: int = 6):
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [_rounded(v, digits) for v in value]
+    return value
+
+
+def pipeline(model_dir: Path, work: Path, setup: str) -> dict:
+    """Train, encode, index, search and evaluate; the fingerprints of each stage's output."""
+    out = work / "model"
+    cli("train", "--model", model_dir, "--out", out, *_TRAIN, *SETUPS[setup])
+    log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+    losses = [round(r["loss"], 5) for r in log if "loss" in r]
+    mined = out / "refresh_log.jsonl"  # each refresh's pools, recall and filter counts; no timings
+    refreshes = [_rounded({k: v for k, v in json.loads(line).items() if not (k.endswith("_s") or k == "seconds")})
+                 for line in mined.read_text().splitlines()] if mined.exists() else []
+    cli("encode", "--model", out, "--corpus", SAMPLE / "passages.tsv", "--out", work / "emb", "--device", "cpu")
+    cli("index", "--embeddings", work / "emb", "--out", work / "idx")
+    cli("search", "--index", work / "idx", "--queries", SAMPLE / "test.qa.tsv", "--k", "50",
+        "--out-run", work / "run.trec", "--device", "cpu")
+    run_lines = []
+    for line in (work / "run.trec").read_text().splitlines():
+        qid, _, pid, rank, score, _ = line.split()
+        run_lines.append(f"{qid} {pid} {rank} {float(score):.4f}")
+    cli("evaluate", "--run", work / "run.trec", "--answers", SAMPLE / "test.qa.tsv", "--corpus",
+        SAMPLE / "passages.tsv", "--qrels", SAMPLE / "test.qrels.tsv", "--qrels-k", "10", "--qrels-k", "50",
+        "--k", "1", "--k", "5", "--k", "20", "--k", "50",
+        "--out", work / "metrics.json")
+    metrics = json.loads((work / "metrics.json").read_text())
+    return {
+        "weights": _files_hash(out, "*.safetensors"),
+        "settings": {k: v for k, v in json.loads((out / "dpr_xrisk.json").read_text())["settings"].items()
+                     if k != "base_model"},  # base_model: the fixture's temporary path
+        "losses": losses,
+        "refreshes": refreshes,
+        "embeddings": _files_hash(work / "emb", "*.npy"),
+        "run": _sha("\n".join(run_lines).encode()),
+        "metrics": _rounded(metrics["results"][0]["metrics"]),
+        "dev": [_rounded({k: v for k, v in r.items() if k.startswith("top") or k.startswith("best")})
+                for r in log if r.get("event") == "eval"],
+    }
+
+
+@pytest.mark.parametrize("setup", sorted(SETUPS))
+def test_training_pipeline_fingerprints_are_unchanged(tiny_model_dir, tmp_path, setup):
+    got = pipeline(tiny_model_dir, tmp_path, setup)
+    if os.environ.get("FINGERPRINT_PRINT"):
+        print(f"\nFINGERPRINT {setup} {json.dumps(got)}")
+        return
+    assert got == EXPECTED[setup]
