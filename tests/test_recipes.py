@@ -72,10 +72,11 @@ def test_recipe_with_an_unknown_key_names_the_recipe(monkeypatch, tmp_path):
 
 def test_every_config_key_is_a_documented_flag_with_its_default_shown():
     """Issue #14 item 4: the train command's options are generated from TrainConfig, so a new
-    key is a new flag; its help is the field's comment in config.py and --help shows its default."""
-    from dpr_xrisk.cli.train import FLAGS, config_docs
+    key is a new flag; its help is the field's metadata in config.py and --help shows its default."""
+    from dpr_xrisk.cli.train import FLAGS
+    from dpr_xrisk.train.config import key_docs
 
-    docs = config_docs()
+    docs = key_docs()
     assert set(docs) == set(TrainConfig.keys())
     assert all(text for text, _ in docs.values()), [k for k, (t, _) in docs.items() if not t]
     r = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})

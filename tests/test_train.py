@@ -264,3 +264,32 @@ def test_dropout_option_sets_every_tower_dropout(tiny_model_dir, tmp_path):
     assert json.loads((tmp_path / "o" / "config.json").read_text())["dropout"] == 0.0
     with pytest.raises(InputError, match="dropout"):
         base(tiny_model_dir, dropout=1.5)
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--lr", "-1", "lr must be > 0 and finite, got -1.0"),
+    ("--lr", "nan", "lr must be > 0 and finite, got nan"),
+    ("--max-grad-norm", "-1", "max_grad_norm must be > 0 (inf: no clipping), got -1.0"),
+    ("--threads", "-1", "threads must be >= 1 (or 0: torch's default), got -1"),
+    ("--epochs", "0", "epochs must be > 0 and finite, got 0.0"),
+    ("--batch-size", "0", "batch_size must be >= 1"),
+    ("--tau", "-0.5", "tau must be > 0 and finite, got -0.5"),
+    ("--warmup-ratio", "1.5", "warmup_ratio must be in [0, 1], got 1.5"),
+    ("--log-every", "0", "log_every must be >= 1, got 0"),
+])
+def test_out_of_range_values_are_one_line_usage_errors(flag, value, message):
+    """Range checks live where the config is built, so a flag is refused before anything loads,
+    in one line (exit 2, no Typer box); a negative max_grad_norm used to reach clip_grad_norm_
+    and flip the gradients."""
+    out = cli_error("train", "--train", TRAIN, flag, value, "--print-config")
+    assert message in out and "╭" not in out
+    assert len(out.strip().splitlines()) == 1, out
+
+
+def test_toml_and_recipe_values_share_the_range_checks(tmp_path):
+    (tmp_path / "c.toml").write_text("lr = nan\nmax_grad_norm = -1.0\n")
+    with pytest.raises(InputError, match="lr must be > 0 and finite, got nan"):
+        TrainConfig.load(tmp_path / "c.toml")
+    with pytest.raises(InputError, match="threads must be >= 1"):
+        TrainConfig.load(None, {"threads": -1}, recipe="recommended")
+    assert TrainConfig(max_grad_norm=float("inf")).max_grad_norm == float("inf")  # no clipping

@@ -12,41 +12,6 @@ FLAGS = {"train": ["--train"], "train_weights": ["--train-weight", "--train-weig
          "model": ["--model", "-m"], "bf16": ["--bf16/--fp32"]}
 
 
-def config_docs() -> dict[str, tuple[str, str]]:
-    """key -> (help, panel), read from the comments of TrainConfig's fields in
-    dpr_xrisk/train/config.py (the one place an option is described) and its ``# --- section``
-    lines (the panels of ``train --help``)."""
-    import inspect
-    import re
-
-    from dpr_xrisk.train import config as C
-
-    docs: dict[str, list] = {}
-    panel, last, inside = "Options", None, False
-    for line in inspect.getsource(C).splitlines():
-        if line.startswith("class TrainConfig"):
-            inside = True
-            continue
-        if not inside:
-            continue
-        if line.strip().startswith("def "):
-            break
-        m = re.match(r"\s+# --- (.+?) -*$", line)
-        if m:
-            panel = m.group(1).strip()
-            panel = panel[0].upper() + panel[1:]
-            continue
-        m = re.match(r"\s{4}(\w+): [^=]+?(?: = [^#]*)?(?:#\s?(.*))?$", line)
-        if m:
-            last = m.group(1)
-            docs[last] = [(m.group(2) or "").strip(), panel]
-            continue
-        m = re.match(r"\s+#\s{2,}(.*)$", line)  # a continuation of the previous field's comment
-        if m and last:
-            docs[last][0] = (docs[last][0] + " " + m.group(1).strip()).strip()
-    return {k: (v[0], v[1]) for k, v in docs.items()}
-
-
 def _shown(value) -> str:
     if value is None:
         return "unset"
@@ -74,14 +39,15 @@ def _number_or_none(kind: type):
 
 def _config_parameters() -> list:
     """One keyword parameter per TrainConfig key: type, default (shown in --help, applied only
-    when neither the recipe nor --config sets the key), help and panel from config.py."""
+    when neither the recipe nor --config sets the key), help and panel from the key's field
+    metadata in config.py."""
     import dataclasses
     import inspect
     import typing
 
-    from dpr_xrisk.train.config import TrainConfig
+    from dpr_xrisk.train.config import TrainConfig, key_docs
 
-    hints, docs = typing.get_type_hints(TrainConfig), config_docs()
+    hints, docs = typing.get_type_hints(TrainConfig), key_docs()
     params = []
     for f in dataclasses.fields(TrainConfig):
         hint = hints[f.name]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,178 +21,173 @@ NO_POSITIVE = ("skip", "fail")
 ESTIMATORS = ("minibatch", "fcco")
 
 
+# the panels of `dpr-xrisk train --help`, in the order shown; each key names its own
+DATA = "Data"
+MODEL = "Model"
+LOSS = "Loss"
+ESTIMATOR = "Moving-average estimator (docs/method.md §4)"
+BATCHES = "Batches and negatives"
+REFRESH = "Index refresh (docs/method.md §5)"
+OPTIMISATION = "Optimisation"
+EVALUATION = "Evaluation, logging, checkpoints"
+
+
+def key(default, panel: str, help: str):
+    """A config key: its default, the ``train --help`` panel it is shown in, and its help text
+    (the one place an option is described; read back by :func:`key_docs`)."""
+    return dataclasses.field(default=default, metadata={"help": help, "panel": panel})
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    # --- data -----------------------------------------------------------------------------
-    train: tuple[str, ...] = ()  # DPR biencoder JSON/JSONL files; several = multi-dataset training
-    train_weights: tuple[float, ...] = ()  # λ_t per file (default: all 1); batches are homogeneous
-    dev: str | None = None  # biencoder/QA file with answers for periodic DPR-accuracy evaluation
-    corpus: str | None = None  # passages (TSV/JSONL): texts of BM25 negatives, refresh index, dev retrieval corpus
-    dev_corpus: str | None = None  # passages the dev questions are searched in; None = corpus (a small one
-    #   keeps periodic dev evaluation cheap when corpus is large)
-    no_positive: str = "skip"  # a question without positives: skip it (counted in the log) or fail
-    # --- model ----------------------------------------------------------------------------
-    model: str = "minilm"  # 'minilm', a local HF folder, or a dpr_xrisk model folder
-    shared: bool = False  # one tower for questions and passages
-    pooling: str | None = None  # override the model's pooling (cls | mean)
-    normalize: bool | None = None  # override L2 normalisation
-    query_max_length: int = 32  # training-time lengths: short, as in DPR's NQ questions
-    passage_max_length: int = 128  # training length in word pieces (title joined). 128 is short: most 100-word
-    #  Wikipedia passages (~145 word pieces) and SQuAD paragraphs lose their tail; the recommended recipe trains at 256
-    inference_query_max_length: int | None = None  # query length saved for encode/search; None = the starting model's own (MiniLM: 64)
-    inference_passage_max_length: int | None = None  # passage length saved for encode/search; None = the starting
-    #   model's own (MiniLM: 256), so long passages are not cut at the training length
-    # --- loss -------------------------------------------------------------------------------
-    loss: str = "dpm"  # dpm | listwise | infonce
-    tau: float | None = None  # temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product
-    zeta_scale: float = 1.0  # α: 0 = unweighted, 1 = importance-weighted (docs/method.md §1-3)
-    zeta_normalize: bool = False  # self-normalised weights: per question, 1/q rescaled to mean 1 over its
-    #   negatives (ratios kept, the common N/n_b scale dropped; equal q on every negative = ζ 0)
-    pairwise_loss: str = "linear"  # ℓ of the listwise loss: linear | squared_hinge | logistic
-    margin: float = 1.0  # c of squared_hinge
-    symmetric: bool = False  # add the passage->question direction (dpm, infonce)
-    # --- moving-average estimator (docs/method.md §4) ---------------------------------------------------
-    estimator: str = "minibatch"  # minibatch | fcco (per-question moving average of the inner sum)
-    gamma: float = 0.9  # FCCO γ: SogCLR/LibAUC default; 1 = plain mini-batch gradient
-    gamma_schedule: str = "constant"  # constant | cosine (from 1 down to gamma over gamma_decay_steps)
-    gamma_warmup_steps: int = -1  # steps with γ = 1; -1 = one epoch (docs/method.md: γ = 1 for the first epoch)
-    gamma_decay_steps: int = 0  # cosine schedule length; 0 = the whole run
-    probe_every: int = 0  # steps between estimator probes (τ·v vs the exact full-corpus DPM loss); 0 = off
-    probe_size: int = 64  # training questions in the fixed probe set
-    # --- batches and negatives -------------------------------------------------------------
-    batch_size: int = 32  # questions per optimiser step (before accumulation)
-    hard_negatives: int = 1  # h hard negatives per question (DPR: 1)
-    negatives: str = "file"  # initial pools: file (hard_negative_ctxs) | bm25 | negatives-file | model | none
-    negatives_file: str | None = None  # JSONL {"question": idx, "negatives": [passage ids]}
-    bm25_index: str | None = None  # folder from `dpr-xrisk bm25 index` (negatives = bm25)
-    bm25_depth: int = 100  # BM25 candidates per question before filtering
-    max_positives: int = 4  # listwise: positives per question per step (cap)
-    in_batch_q: str = "uniform"  # q of in-batch negatives: n_b / corpus_size, or one (certain)
-    corpus_size: int | None = None  # N for in-batch q; None = passages in `corpus`, else unknown (q_b = 1, logged)
-    q_rule: str = "joint"  # joint: q = inclusion probability under in-batch + pool sampling (docs/method.md §3);
-    #   separate: own draws at the pool q, every other column at n_b/N (the rule before docs/method.md §3's update)
-    filter_answers: bool = True  # mask in-batch/hard negatives that contain the question's answer
-    pool_sampler: str = "uniform"  # uniform (q = h/L) | softmax over retrieval scores (q = 1-(1-p)^h)
-    pool_temperature: float = 0.05  # softmax sampling temperature; cosine scores span ~0.2-0.9
-    # --- index refresh (docs/method.md §5) --------------------------------------------------------------
-    refresh_every: int | None = None  # steps between re-mining from the current encoder's index; None = never
-    refresh_every_epochs: float | None = None  # the same in epochs: at the first step after each multiple
-    #   of E epochs of questions (none at the last step); with both set, at the refresh steps of each (docs/method.md §5 "and/or")
-    refresh_k: int = 100  # top-K retrieved per training question
-    refresh_factory: str = "Flat"  # FAISS factory of the refresh index (exact by default)
-    refresh_skip_ranks: int = 0  # skip the first r ranks (often unlabelled positives)
-    refresh_margin: float | None = None  # drop candidates scoring above (1 - m) * s(positive)
-    refresh_quantize: str = "none"  # none | int8 | auto: encode the refresh corpus with an int8 copy of the
-    #   current passage tower, made at each refresh (CPU only; faster where bfloat16 is slow); the first refresh
-    #   also mines 256 questions in fp32 and logs how far the int8 pools differ (refresh_guard); auto = int8
-    #   when training runs on a CPU with AVX-512 VNNI, none on a GPU, on a CPU without VNNI (there int8 measured
-    #   no faster than fp32, eval/RESULTS.md) and for bf16 training on a CPU with AMX (there the bf16 refresh
-    #   measured 1.8x faster than int8, eval/RESULTS-refresh-amx.md); the run's config.json records which, and a
-    #   resumed run keeps it
-    refresh_guard: bool = True  # with refresh_quantize = "int8": the first refresh's quality guard (the fp32
-    #   mining above; its pools are compared, never used); off saves its one-time cost, an fp32 encoding of
-    #   the corpus (31-37 s on 1,543 passages, a tenth of a 64-step run in eval/RESULTS-refresh-fast4.md)
-    refresh_fraction: float | None = None  # re-encode only this share of the corpus per refresh, oldest
-    #   first (the rest keeps embeddings from earlier refreshes; staleness is logged); None = all
-    refresh_backend: str = "torch"  # torch | onnx: encode the refresh corpus with the current towers exported to
-    #   ONNX and run by ONNX Runtime (CPU; with refresh_quantize = "int8" its dynamic int8), exported at each
-    #   refresh under OUT/refresh_onnx (export_s in refresh_log.jsonl); needs the 'fast' extra
-    refresh_max_length: int | None = None  # word pieces per passage when encoding the refresh corpus
-    #   (shorter = faster mining, logged as max_length); None = passage_max_length
-    refresh_questions: str = "all"  # all | upcoming: re-mine the pools of every training question, or only of
-    #   those the steps until the next refresh will draw (the data order is known in advance): the same pools
-    #   where they are used, a quarter of the query encoding and filtering at refresh_every 16 with 1,024
-    #   questions of batch 16; refresh_log's recall and pool statistics then cover the mined questions
-    # --- optimisation ---------------------------------------------------------------------
-    lr: float = 2e-5  # DPR's learning rate for BERT-base; fine for MiniLM too
-    weight_decay: float = 0.0  # AdamW's decoupled weight decay
-    adam_eps: float = 1e-8  # AdamW's epsilon (torch's default)
-    warmup_steps: int = 0  # linear warm-up steps; 0 = warmup_ratio of the run
-    warmup_ratio: float = 0.1  # used when warmup_steps = 0
-    max_steps: int = 0  # 0 = derive from epochs
-    epochs: float = 1.0  # passes over the training questions (used when max_steps = 0)
-    grad_accum: int = 1  # micro-batches per optimiser step (each of batch_size / grad_accum questions)
-    grad_cache_chunk: int | None = None  # cached gradients (GradCache): embed a micro-batch in chunks of
-    #   this many rows without activations, then back-propagate chunk by chunk (same gradients, activation
-    #   memory of one chunk: big batches in small memory); None = off
-    max_grad_norm: float = 2.0  # DPR's clipping
-    dropout: float | None = None  # the towers' dropout while training (hidden and attention); None = the
-    #   model's own (MiniLM, BERT: 0.1)
-    device: str = "auto"  # auto (CUDA when present, under torchrun cuda:LOCAL_RANK; else CPU) | cpu | cuda | cuda:N
-    precision: str = "fp32"  # autocast of the towers: fp32 | bf16 | fp16 (CUDA, with a gradient scaler);
-    #   the loss arithmetic stays float32
-    bf16: bool = False  # the old switch for precision = "bf16" (kept as an alias)
-    seed: int = 42  # seed of everything random (data order, sampling, dropout)
-    threads: int = 0  # torch threads; 0 = torch's default
-    # --- evaluation, logging, checkpoints --------------------------------------------------
-    eval_every: int = 0  # steps; 0 = only at the end (when dev is set)
-    eval_ks: tuple[int, ...] = (1, 5, 20)  # top-k accuracies of the dev evaluation
-    select_metric: str = "top5"  # best checkpoint = highest dev value of this metric
-    save_every: int = 0  # steps; 0 = only at the end
-    keep_checkpoints: int = 2  # most recent step checkpoints kept on disk
-    log_every: int = 1  # steps between train_log.jsonl records
+    # --- Data -------------------------------------------------------------------------------------
+    train: tuple[str, ...] = key((), DATA, "DPR biencoder JSON/JSONL files; several = multi-dataset training")
+    train_weights: tuple[float, ...] = key((), DATA, "λ_t per file (default: all 1); batches are homogeneous")
+    dev: str | None = key(None, DATA, "biencoder/QA file with answers for periodic DPR-accuracy evaluation")
+    corpus: str | None = key(None, DATA,
+        "passages (TSV/JSONL): texts of BM25 negatives, refresh index, dev retrieval corpus")
+    dev_corpus: str | None = key(None, DATA,
+        "passages the dev questions are searched in; None = corpus (a small one keeps periodic dev evaluation cheap "
+        "when corpus is large)")
+    no_positive: str = key("skip", DATA, "a question without positives: skip it (counted in the log) or fail")
+
+    # --- Model ------------------------------------------------------------------------------------
+    model: str = key("minilm", MODEL, "'minilm', a local HF folder, or a dpr_xrisk model folder")
+    shared: bool = key(False, MODEL, "one tower for questions and passages")
+    pooling: str | None = key(None, MODEL, "override the model's pooling (cls | mean)")
+    normalize: bool | None = key(None, MODEL, "override L2 normalisation")
+    query_max_length: int = key(32, MODEL, "training-time lengths: short, as in DPR's NQ questions")
+    passage_max_length: int = key(256, MODEL,
+        "training length in word pieces (title joined); 256 keeps the tail of most 100-word Wikipedia passages "
+        "(~145 word pieces) and SQuAD paragraphs, which 128 cut; the best length measured")
+    inference_query_max_length: int | None = key(None, MODEL,
+        "query length saved for encode/search; None = the starting model's own (MiniLM: 64)")
+    inference_passage_max_length: int | None = key(None, MODEL,
+        "passage length saved for encode/search; None = the starting model's own (MiniLM: 256), so long passages are "
+        "not cut at the training length")
+
+    # --- Loss -------------------------------------------------------------------------------------
+    loss: str = key("dpm", LOSS, "dpm | listwise | infonce")
+    tau: float | None = key(None, LOSS,
+        "temperature; None = 0.05 for cosine (normalised) encoders, 1.0 for dot product")
+    zeta_scale: float = key(1.0, LOSS, "α: 0 = unweighted, 1 = importance-weighted (docs/method.md §1-3)")
+    zeta_normalize: bool = key(False, LOSS,
+        "self-normalised weights: per question, 1/q rescaled to mean 1 over its negatives (ratios kept, the common "
+        "N/n_b scale dropped; equal q on every negative = ζ 0)")
+    pairwise_loss: str = key("linear", LOSS, "ℓ of the listwise loss: linear | squared_hinge | logistic")
+    margin: float = key(1.0, LOSS, "c of squared_hinge")
+    symmetric: bool = key(False, LOSS, "add the passage->question direction (dpm, infonce)")
+
+    # --- Moving-average estimator (docs/method.md §4) ---------------------------------------------
+    estimator: str = key("minibatch", ESTIMATOR, "minibatch | fcco (per-question moving average of the inner sum)")
+    gamma: float = key(0.9, ESTIMATOR, "FCCO γ: SogCLR/LibAUC default; 1 = plain mini-batch gradient")
+    gamma_schedule: str = key("constant", ESTIMATOR, "constant | cosine (from 1 down to gamma over gamma_decay_steps)")
+    gamma_warmup_steps: int = key(-1, ESTIMATOR,
+        "steps with γ = 1; -1 = one epoch (docs/method.md: γ = 1 for the first epoch)")
+    gamma_decay_steps: int = key(0, ESTIMATOR, "cosine schedule length; 0 = the whole run")
+    probe_every: int = key(0, ESTIMATOR,
+        "steps between estimator probes (τ·v vs the exact full-corpus DPM loss); 0 = off")
+    probe_size: int = key(64, ESTIMATOR, "training questions in the fixed probe set")
+
+    # --- Batches and negatives --------------------------------------------------------------------
+    batch_size: int = key(32, BATCHES, "questions per optimiser step (before accumulation)")
+    hard_negatives: int = key(1, BATCHES, "h hard negatives per question (DPR: 1)")
+    negatives: str = key("file", BATCHES,
+        "initial pools: file (hard_negative_ctxs) | bm25 | negatives-file | model | none")
+    negatives_file: str | None = key(None, BATCHES, "JSONL {\"question\": idx, \"negatives\": [passage ids]}")
+    bm25_index: str | None = key(None, BATCHES, "folder from `dpr-xrisk bm25 index` (negatives = bm25)")
+    bm25_depth: int = key(100, BATCHES, "BM25 candidates per question before filtering")
+    max_positives: int = key(4, BATCHES, "listwise: positives per question per step (cap)")
+    in_batch_q: str = key("uniform", BATCHES, "q of in-batch negatives: n_b / corpus_size, or one (certain)")
+    corpus_size: int | None = key(None, BATCHES,
+        "N for in-batch q; None = passages in `corpus`, else unknown (q_b = 1, logged)")
+    q_rule: str = key("joint", BATCHES,
+        "joint: q = inclusion probability under in-batch + pool sampling (docs/method.md §3); separate: own draws at "
+        "the pool q, every other column at n_b/N (the rule before docs/method.md §3's update)")
+    filter_answers: bool = key(True, BATCHES, "mask in-batch/hard negatives that contain the question's answer")
+    pool_sampler: str = key("uniform", BATCHES, "uniform (q = h/L) | softmax over retrieval scores (q = 1-(1-p)^h)")
+    pool_temperature: float = key(0.05, BATCHES, "softmax sampling temperature; cosine scores span ~0.2-0.9")
+
+    # --- Index refresh (docs/method.md §5) --------------------------------------------------------
+    refresh_every: int | None = key(None, REFRESH,
+        "steps between re-mining from the current encoder's index; None = never")
+    refresh_every_epochs: float | None = key(None, REFRESH,
+        "the same in epochs: at the first step after each multiple of E epochs of questions (none at the last step); "
+        "with both set, at the refresh steps of each (docs/method.md §5 \"and/or\")")
+    refresh_k: int = key(100, REFRESH, "top-K retrieved per training question")
+    refresh_factory: str = key("Flat", REFRESH, "FAISS factory of the refresh index (exact by default)")
+    refresh_skip_ranks: int = key(0, REFRESH, "skip the first r ranks (often unlabelled positives)")
+    refresh_margin: float | None = key(None, REFRESH, "drop candidates scoring above (1 - m) * s(positive)")
+    refresh_quantize: str = key("none", REFRESH,
+        "none | int8 | auto: encode the refresh corpus with an int8 copy of the current passage tower, made at each "
+        "refresh (CPU only; faster where bfloat16 is slow); the first refresh also mines 256 questions in fp32 and "
+        "logs how far the int8 pools differ (refresh_guard); auto = int8 when training runs on a CPU with AVX-512 "
+        "VNNI, none on a GPU, on a CPU without VNNI (there int8 measured no faster than fp32, eval/RESULTS.md) and "
+        "for bf16 training on a CPU with AMX (there the bf16 refresh measured 1.8x faster than int8, "
+        "eval/RESULTS-refresh-amx.md); the run's config.json records which, and a resumed run keeps it")
+    refresh_guard: bool = key(True, REFRESH,
+        "with refresh_quantize = \"int8\": the first refresh's quality guard (the fp32 mining above; its pools are "
+        "compared, never used); off saves its one-time cost, an fp32 encoding of the corpus (31-37 s on 1,543 "
+        "passages, a tenth of a 64-step run in eval/RESULTS-refresh-fast4.md)")
+    refresh_fraction: float | None = key(None, REFRESH,
+        "re-encode only this share of the corpus per refresh, oldest first (the rest keeps embeddings from earlier "
+        "refreshes; staleness is logged); None = all")
+    refresh_backend: str = key("torch", REFRESH,
+        "torch | onnx: encode the refresh corpus with the current towers exported to ONNX and run by ONNX Runtime "
+        "(CPU; with refresh_quantize = \"int8\" its dynamic int8), exported at each refresh under OUT/refresh_onnx "
+        "(export_s in refresh_log.jsonl); needs the 'fast' extra")
+    refresh_max_length: int | None = key(None, REFRESH,
+        "word pieces per passage when encoding the refresh corpus (shorter = faster mining, logged as max_length); "
+        "None = passage_max_length")
+    refresh_questions: str = key("all", REFRESH,
+        "all | upcoming: re-mine the pools of every training question, or only of those the steps until the next "
+        "refresh will draw (the data order is known in advance): the same pools where they are used, a quarter of the "
+        "query encoding and filtering at refresh_every 16 with 1,024 questions of batch 16; refresh_log's recall and "
+        "pool statistics then cover the mined questions")
+
+    # --- Optimisation -----------------------------------------------------------------------------
+    lr: float = key(2e-05, OPTIMISATION, "DPR's learning rate for BERT-base; fine for MiniLM too")
+    weight_decay: float = key(0.0, OPTIMISATION, "AdamW's decoupled weight decay")
+    adam_eps: float = key(1e-08, OPTIMISATION, "AdamW's epsilon (torch's default)")
+    warmup_steps: int = key(0, OPTIMISATION, "linear warm-up steps; 0 = warmup_ratio of the run")
+    warmup_ratio: float = key(0.1, OPTIMISATION, "used when warmup_steps = 0")
+    max_steps: int = key(0, OPTIMISATION, "0 = derive from epochs")
+    epochs: float = key(1.0, OPTIMISATION, "passes over the training questions (used when max_steps = 0)")
+    grad_accum: int = key(1, OPTIMISATION,
+        "micro-batches per optimiser step (each of batch_size / grad_accum questions)")
+    grad_cache_chunk: int | None = key(None, OPTIMISATION,
+        "cached gradients (GradCache): embed a micro-batch in chunks of this many rows without activations, then "
+        "back-propagate chunk by chunk (same gradients, activation memory of one chunk: big batches in small memory); "
+        "None = off")
+    max_grad_norm: float = key(2.0, OPTIMISATION, "DPR's clipping; > 0 (inf: no clipping)")
+    dropout: float | None = key(None, OPTIMISATION,
+        "the towers' dropout while training (hidden and attention); None = the model's own (MiniLM, BERT: 0.1)")
+    device: str = key("auto", OPTIMISATION,
+        "auto (CUDA when present, under torchrun cuda:LOCAL_RANK; else CPU) | cpu | cuda | cuda:N")
+    precision: str = key("fp32", OPTIMISATION,
+        "autocast of the towers: fp32 | bf16 | fp16 (CUDA, with a gradient scaler); the loss arithmetic stays float32")
+    bf16: bool = key(False, OPTIMISATION, "the old switch for precision = \"bf16\" (kept as an alias)")
+    seed: int = key(42, OPTIMISATION, "seed of everything random (data order, sampling, dropout)")
+    threads: int = key(0, OPTIMISATION, "torch threads; 0 = torch's default")
+
+    # --- Evaluation, logging, checkpoints ---------------------------------------------------------
+    eval_every: int = key(0, EVALUATION, "steps; 0 = only at the end (when dev is set)")
+    eval_ks: tuple[int, ...] = key((1, 5, 20), EVALUATION, "top-k accuracies of the dev evaluation")
+    select_metric: str = key("top5", EVALUATION, "best checkpoint = highest dev value of this metric")
+    save_every: int = key(0, EVALUATION, "steps; 0 = only at the end")
+    keep_checkpoints: int = key(2, EVALUATION, "most recent step checkpoints kept on disk")
+    log_every: int = key(1, EVALUATION, "steps between train_log.jsonl records")
 
     def __post_init__(self):
-        if self.tau is not None and not self.tau > 0:
-            raise InputError(f"tau must be > 0, got {self.tau}")
-        if self.zeta_scale < 0:
-            raise InputError(f"zeta_scale must be >= 0, got {self.zeta_scale}")
-        for name, valid in (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("q_rule", Q_RULES),
-                            ("no_positive", NO_POSITIVE),
-                            ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine")),
-                            ("refresh_backend", ("torch", "onnx")), ("refresh_questions", ("all", "upcoming"))):
-            if getattr(self, name) not in valid:
-                raise unknown_name(name, getattr(self, name), valid)
-        from dpr_xrisk.losses import LOSSES, PAIRWISE
+        """Every check of a key's value, so a TOML file, a flag and a recipe are refused alike."""
+        _check_names(self)
+        _check_ranges(self)
+        _check_combinations(self)
 
-        if self.loss not in LOSSES:
-            raise unknown_name("loss", self.loss, LOSSES)
-        if self.pairwise_loss not in PAIRWISE:
-            raise unknown_name("pairwise loss", self.pairwise_loss, PAIRWISE)
-        if self.batch_size < 1 or self.grad_accum < 1 or self.batch_size % self.grad_accum:
-            raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
-        if self.batch_size // self.grad_accum < 2:
-            raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
-        if self.refresh_quantize not in REFRESH_QUANTIZE:
-            raise unknown_name("refresh_quantize", self.refresh_quantize, REFRESH_QUANTIZE)
-        if self.precision not in ("fp32", "bf16", "fp16"):
-            raise unknown_name("precision", self.precision, ("fp32", "bf16", "fp16"))
-        if self.grad_cache_chunk is not None and not 1 <= self.grad_cache_chunk <= self.batch_size // self.grad_accum:
-            raise InputError(f"grad_cache_chunk must be between 1 and the micro-batch size "
-                             f"({self.batch_size // self.grad_accum}), got {self.grad_cache_chunk}")
-        if self.hard_negatives < 0:
-            raise InputError("hard_negatives must be >= 0")
-        if self.train_weights and len(self.train_weights) != len(self.train):
-            raise InputError(f"{len(self.train_weights)} train_weights for {len(self.train)} train files")
-        if any(w <= 0 for w in self.train_weights):
-            raise InputError("train_weights must be > 0")
-        if self.negatives == "bm25" and not (self.bm25_index and self.corpus):
-            raise InputError("negatives = 'bm25' needs bm25_index and corpus")
-        if self.refresh_every is not None and self.refresh_every < 1:
-            raise InputError(f"refresh_every must be >= 1 step (or unset for no refresh), got {self.refresh_every}")
-        if self.refresh_every_epochs is not None and not self.refresh_every_epochs > 0:
-            raise InputError(f"refresh_every_epochs must be > 0, got {self.refresh_every_epochs}")
-        if (self.refresh_every is not None or self.refresh_every_epochs is not None or self.negatives == "model") \
-                and not self.corpus:
-            raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
-        if self.refresh_max_length is not None and self.refresh_max_length < 2:
-            raise InputError(f"refresh_max_length must be >= 2 word pieces (or unset), got {self.refresh_max_length}")
-        if self.refresh_fraction is not None and not 0 < self.refresh_fraction <= 1:
-            raise InputError(f"refresh_fraction must be in (0, 1], got {self.refresh_fraction}")
-        if self.pool_sampler not in ("uniform", "softmax"):
-            raise unknown_name("pool_sampler", self.pool_sampler, ("uniform", "softmax"))
-        if self.negatives == "negatives-file" and not self.negatives_file:
-            raise InputError("negatives = 'negatives-file' needs negatives_file")
-        if self.refresh_margin is not None and not 0 <= self.refresh_margin < 1:
-            raise InputError(f"refresh_margin must be in [0, 1) (or \"{UNSET}\" for no margin), got {self.refresh_margin}")
-        if self.dropout is not None and not 0 <= self.dropout < 1:
-            raise InputError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not 0 < self.gamma <= 1:
-            raise InputError(f"gamma must be in (0, 1], got {self.gamma}")
-        if self.estimator == "fcco" and self.loss == "infonce":
-            raise InputError("estimator = 'fcco' applies to the dpm and listwise losses")
-        if self.max_steps < 0 or self.epochs <= 0:
-            raise InputError("max_steps must be >= 0 and epochs > 0")
+    @property
+    def refreshing(self) -> bool:
+        """The run mines negatives with its own encoder: a step-0 mining and/or later refreshes."""
+        return self.refresh_every is not None or self.refresh_every_epochs is not None or self.negatives == "model"
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
@@ -259,6 +255,118 @@ class TrainConfig:
 
     def resolved_tau(self, normalize: bool) -> float:
         return self.tau if self.tau is not None else (0.05 if normalize else 1.0)
+
+
+_NAMES_OF = (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("q_rule", Q_RULES),
+             ("no_positive", NO_POSITIVE), ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine")),
+             ("refresh_backend", ("torch", "onnx")), ("refresh_questions", ("all", "upcoming")),
+             ("refresh_quantize", REFRESH_QUANTIZE), ("precision", ("fp32", "bf16", "fp16")),
+             ("pool_sampler", ("uniform", "softmax")))
+
+
+def _check_names(cfg: TrainConfig) -> None:
+    """Every key naming a choice holds a valid name."""
+    for name, valid in _NAMES_OF:
+        if getattr(cfg, name) not in valid:
+            raise unknown_name(name, getattr(cfg, name), valid)
+    from dpr_xrisk.losses import LOSSES, PAIRWISE
+
+    if cfg.loss not in LOSSES:
+        raise unknown_name("loss", cfg.loss, LOSSES)
+    if cfg.pairwise_loss not in PAIRWISE:
+        raise unknown_name("pairwise loss", cfg.pairwise_loss, PAIRWISE)
+
+
+def _positive(v) -> bool:
+    return 0 < v < math.inf  # NaN and inf fail
+
+
+def _non_negative(v) -> bool:
+    return 0 <= v < math.inf
+
+
+# key, test of its value where set, what the value must be: the plain ranges, one line each (the
+# keys whose range depends on another key are checked in _check_ranges)
+RANGES = (
+    ("lr", _positive, "> 0 and finite"),
+    ("max_grad_norm", lambda v: v > 0, "> 0 (inf: no clipping)"),  # -1 reached clip_grad_norm_ and flipped gradients
+    ("threads", lambda v: v >= 0, ">= 1 (or 0: torch's default)"),
+    ("epochs", _positive, "> 0 and finite"),
+    ("max_steps", lambda v: v >= 0, ">= 0 (0: from epochs)"),
+    ("tau", _positive, "> 0 and finite"),
+    ("zeta_scale", _non_negative, ">= 0 and finite"),
+    ("margin", _non_negative, ">= 0 and finite"),
+    ("weight_decay", _non_negative, ">= 0 and finite"),
+    ("adam_eps", _positive, "> 0 and finite"),
+    ("warmup_steps", lambda v: v >= 0, ">= 0"),
+    ("warmup_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("pool_temperature", _positive, "> 0 and finite"),
+    ("gamma_warmup_steps", lambda v: v >= -1, ">= 0 (or -1: one epoch)"),
+    ("gamma_decay_steps", lambda v: v >= 0, ">= 0"),
+    ("probe_every", lambda v: v >= 0, ">= 0"),
+    ("probe_size", lambda v: v >= 1, ">= 1"),
+    ("hard_negatives", lambda v: v >= 0, ">= 0"),
+    ("bm25_depth", lambda v: v >= 1, ">= 1"),
+    ("max_positives", lambda v: v >= 1, ">= 1"),
+    ("corpus_size", lambda v: v >= 1, ">= 1 passage (or unset)"),
+    ("refresh_k", lambda v: v >= 1, ">= 1"),
+    ("refresh_skip_ranks", lambda v: v >= 0, ">= 0"),
+    ("refresh_every", lambda v: v >= 1, ">= 1 step (or unset for no refresh)"),
+    ("refresh_every_epochs", _positive, "> 0 and finite"),
+    ("refresh_max_length", lambda v: v >= 2, ">= 2 word pieces (or unset)"),
+    ("refresh_fraction", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("refresh_margin", lambda v: 0 <= v < 1, 'in [0, 1) (or "none" for no margin)'),
+    ("dropout", lambda v: 0 <= v < 1, "in [0, 1)"),
+    ("gamma", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("query_max_length", lambda v: v >= 2, ">= 2 word pieces"),
+    ("passage_max_length", lambda v: v >= 2, ">= 2 word pieces"),
+    ("inference_query_max_length", lambda v: v >= 2, ">= 2 word pieces (or unset)"),
+    ("inference_passage_max_length", lambda v: v >= 2, ">= 2 word pieces (or unset)"),
+    ("seed", lambda v: v >= 0, ">= 0"),
+    ("eval_every", lambda v: v >= 0, ">= 0"),
+    ("save_every", lambda v: v >= 0, ">= 0"),
+    ("keep_checkpoints", lambda v: v >= 0, ">= 0 (0: keep all)"),
+    ("log_every", lambda v: v >= 1, ">= 1"),
+)
+
+
+def _check_ranges(cfg: TrainConfig) -> None:
+    """Every number in its range: :data:`RANGES`, then the ranges that depend on other keys."""
+    for name, ok, what in RANGES:
+        value = getattr(cfg, name)
+        if value is not None and not ok(value):
+            raise InputError(f"{name} must be {what}, got {value}")
+    if cfg.batch_size < 1 or cfg.grad_accum < 1 or cfg.batch_size % cfg.grad_accum:
+        raise InputError("batch_size must be >= 1 and a multiple of grad_accum")
+    micro = cfg.batch_size // cfg.grad_accum
+    if micro < 2:
+        raise InputError("each micro-batch needs at least 2 questions (in-batch negatives)")
+    if cfg.grad_cache_chunk is not None and not 1 <= cfg.grad_cache_chunk <= micro:
+        raise InputError(f"grad_cache_chunk must be between 1 and the micro-batch size ({micro}), "
+                         f"got {cfg.grad_cache_chunk}")
+    if any(not _positive(w) for w in cfg.train_weights):
+        raise InputError("train_weights must be > 0")
+    if any(k < 1 for k in cfg.eval_ks):
+        raise InputError(f"eval_ks must be >= 1, got {list(cfg.eval_ks)}")
+
+
+def _check_combinations(cfg: TrainConfig) -> None:
+    """Keys that need or exclude other keys."""
+    if cfg.train_weights and len(cfg.train_weights) != len(cfg.train):
+        raise InputError(f"{len(cfg.train_weights)} train_weights for {len(cfg.train)} train files")
+    if cfg.negatives == "bm25" and not (cfg.bm25_index and cfg.corpus):
+        raise InputError("negatives = 'bm25' needs bm25_index and corpus")
+    if cfg.refreshing and not cfg.corpus:
+        raise InputError("index refresh (refresh_every, negatives = 'model') needs a corpus")
+    if cfg.negatives == "negatives-file" and not cfg.negatives_file:
+        raise InputError("negatives = 'negatives-file' needs negatives_file")
+    if cfg.estimator == "fcco" and cfg.loss == "infonce":
+        raise InputError("estimator = 'fcco' applies to the dpm and listwise losses")
+
+
+def key_docs() -> dict[str, tuple[str, str]]:
+    """key -> (help, panel) of every TrainConfig key, from its field metadata."""
+    return {f.name: (f.metadata["help"], f.metadata["panel"]) for f in dataclasses.fields(TrainConfig)}
 
 
 # the optional numbers (X | None for int, float, bool): "none" unsets them in TOML
