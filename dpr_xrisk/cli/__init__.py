@@ -6,7 +6,9 @@ stderr, never a traceback:
 
 - exit 2, something the user must fix: bad input (:class:`~dpr_xrisk.errors.InputError`,
   ``error: <file>:<line>: <problem>``), an unreadable or unwritable path (``OSError``), a
-  parameter Java/Lucene rejects, and Typer's own usage errors;
+  parameter Java/Lucene rejects, and Typer's own usage errors (an option out of its range, a
+  missing option, an unknown command: ``error: dpr-xrisk ask: Invalid value for '--k' ...``,
+  one line, not Typer's usage box);
 - exit 1, an internal error (a bug): the line names it and says how to see the traceback
   (``DPR_XRISK_DEBUG=1``, which re-raises every error);
 - exit 130 on Ctrl-C.
@@ -42,8 +44,13 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except Exception as e:
-            # Typer's own exits and usage errors (it vendors click: match by class name)
-            if any(c.__name__ in ("Exit", "Abort", "ClickException") for c in type(e).__mro__):
+            # Typer's own exits and errors (it vendors click: match by class name); a usage error
+            # becomes one line like every other error
+            names = {c.__name__ for c in type(e).__mro__}
+            if "UsageError" in names and not os.environ.get("DPR_XRISK_DEBUG"):
+                where = getattr(getattr(e, "ctx", None), "command_path", None) or ctx.command_path
+                _fail(f"{where}: {' '.join(e.format_message().split())} (see {where} --help)", 2)
+            if names & {"Exit", "Abort", "ClickException"}:
                 raise
             if os.environ.get("DPR_XRISK_DEBUG"):
                 raise
@@ -62,11 +69,12 @@ class _Group(TyperGroup):
 app = typer.Typer(cls=_Group, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
                   help="Dense passage retrieval with X-risk losses: encode, index, search, BM25, evaluate.")
 
-from dpr_xrisk.cli import ask, bm25, convert, encode, evaluate, export, index, mine, report, search, train  # noqa: E402
+from dpr_xrisk.cli import ask, bm25, convert, encode, evaluate, export, index, mine, report, search, serve, train  # noqa: E402
 
 encode.register(app)
 index.register(app)
 search.register(app)
+serve.register(app)
 ask.register(app)
 export.register(app)
 evaluate.register(app)

@@ -47,14 +47,22 @@ def bm25_search(
     threads: Annotated[int, typer.Option(min=1, help="Search threads.")] = 2,
 ):
     """Retrieve the top-k passages per question with BM25."""
-    import json
-
-    from dpr_xrisk.retrieval.bm25 import bm25_search as search
-    from dpr_xrisk.cli._options import write_outputs
     from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.retrieval.bm25 import bm25_meta
+    from dpr_xrisk.retrieval.bm25 import bm25_search as search
+    from dpr_xrisk.retrieval.search import check_run_outputs, run_meta, write_run_outputs
 
+    check_run_outputs(out_run, out_json)  # before any work
+    meta = bm25_meta(index)
     questions = read_questions(queries)
-    run = search(index, questions, k=k, k1=k1, b=b, threads=threads)
     if corpus is None and out_json is not None:
-        corpus = json.loads((Path(index) / "meta.json").read_text())["corpus"]
-    write_outputs(run, questions, corpus, out_run, out_json, "bm25")
+        corpus = Path(meta["corpus"])
+        if not corpus.exists():
+            from dpr_xrisk.errors import InputError
+
+            raise InputError(f"the corpus recorded in the BM25 index ({corpus}) is not there; give --corpus", index)
+    run = search(index, questions, k=k, k1=k1, b=b, threads=threads)
+    made_from = run_meta("bm25", questions, queries, index=[str(Path(index).resolve())], k=k, k1=k1, b=b,
+                         corpus_fingerprint=meta.get("corpus_fingerprint"))
+    for path in write_run_outputs(run, questions, corpus, out_run, out_json, "bm25", made_from):
+        typer.echo(f"wrote {path}", err=True)

@@ -13,7 +13,7 @@ Out = Annotated[Path, typer.Option("--out", "-o", help="Output folder (passages.
 def squad(
     input: Annotated[Path, typer.Option("--input", help="SQuAD-format JSON (e.g. dev-v1.1.json).")],
     out: Out,
-    test_fraction: Annotated[float, typer.Option(help="Share of articles held out as the test split (split by article, so test paragraphs never leak into training).")] = 0.0,
+    test_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of articles held out as the test split (split by article, so test paragraphs never leak into training).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the article split.")] = 0,
 ):
     """SQuAD JSON -> DPR passages (one per paragraph), QA, qrels and biencoder files."""

@@ -20,7 +20,7 @@ def encode(
     backend: Backend = "torch",
     shard_id: Annotated[Optional[int], typer.Option(min=0, help="This process's shard (0-based); under torchrun: its RANK.", rich_help_panel="Sharding")] = None,
     num_shards: Annotated[Optional[int], typer.Option(min=1, help="Total shards the corpus is split into; under torchrun: WORLD_SIZE (one shard per process, and per GPU with --device auto).", rich_help_panel="Sharding")] = None,
-    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="torch CPU threads (>= 1; default: torch's own).")] = None,
     pooling: Pooling = None,
     normalize: Normalize = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a finished or unfinished encoding of another model or corpus in --out (otherwise an error).")] = False,

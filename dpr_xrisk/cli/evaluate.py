@@ -14,8 +14,8 @@ def evaluate(
     answers: Annotated[Optional[Path], typer.Option("--answers", "-a", help="Questions with answers (DPR QA .tsv, .jsonl, biencoder .json), for TREC runs.")] = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts, for DPR accuracy of TREC runs.")] = None,
     qrels: Annotated[Optional[Path], typer.Option("--qrels", help="TREC or BEIR qrels: adds recall@k, MRR@k, nDCG@k.")] = None,
-    k: Annotated[list[int], typer.Option("--k", "-k", help="Cut-offs of DPR top-k accuracy.")] = [1, 5, 20, 100],
-    qrels_k: Annotated[list[int], typer.Option("--qrels-k", help="Cut-offs of the qrels metrics.")] = [10, 100],
+    k: Annotated[list[int], typer.Option("--k", "-k", min=1, help="Cut-offs of DPR top-k accuracy.")] = [1, 5, 20, 100],
+    qrels_k: Annotated[list[int], typer.Option("--qrels-k", min=1, help="Cut-offs of the qrels metrics.")] = [10, 100],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write all results as JSON here.")] = None,
     per_question: Annotated[bool, typer.Option(help="Include each question's first answer-bearing rank in --out.")] = False,
     regex: Annotated[bool, typer.Option(help="Answers are regular expressions (CuratedTREC).")] = False,
@@ -48,7 +48,8 @@ def evaluate(
         if questions is None:
             passages = None
     results = [evaluate_run(r, questions, passages, judged, ks=k, qrels_ks=qrels_k, regex=regex,
-                            per_question=per_question, strict=strict) for r in run]
+                            per_question=per_question, strict=strict, answers_path=answers, qrels_path=qrels,
+                            corpus_path=corpus) for r in run]
     typer.echo(format_table(results))
     for r in results:
         if r.get("missing_in_run"):

@@ -13,8 +13,8 @@ def index(
     metric: Annotated[Optional[str], typer.Option(help="ip | cosine; default: what the encoder says.")] = None,
     train_size: Annotated[int, typer.Option(min=1, help="Vectors sampled to train IVF/PQ indexes.")] = 262144,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing index folder.")] = False,
-    threads: Annotated[int, typer.Option(min=0, help="FAISS threads (0 = FAISS's default).")] = 0,
-    shard: Annotated[Optional[list[int]], typer.Option("--shard", help="Index only these shard ids (repeat); search per-shard indexes together with several --index.")] = None,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="FAISS threads (>= 1; default: FAISS's own).")] = None,
+    shard: Annotated[Optional[list[int]], typer.Option("--shard", min=0, help="Index only these shard ids (repeat); search per-shard indexes together with several --index.")] = None,
 ):
     """Build a FAISS index folder (index.faiss, ids.txt, meta.json) from an embeddings folder."""
     from dpr_xrisk.retrieval.index import build_index

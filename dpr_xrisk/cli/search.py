@@ -9,7 +9,7 @@ from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson,
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
-Alpha = Annotated[float, typer.Option(help="Weight of BM25 in interpolation (both lists min-max centred first, so 1 weighs them equally); choose it on dev questions with `tune-fusion`.", rich_help_panel=Hybrid)]
+Alpha = Annotated[float, typer.Option(min=0.0, help="Weight of BM25 in interpolation (both lists min-max centred first, so 1 weighs them equally); choose it on dev questions with `tune-fusion`.", rich_help_panel=Hybrid)]
 
 
 def search(
@@ -43,6 +43,9 @@ def search(
 
     from dpr_xrisk.runtime.device import resolve_device
 
+    from dpr_xrisk.retrieval.search import check_run_outputs
+
+    check_run_outputs(out_run, out_json)  # before any work: a bad output path never costs a search
     dev = resolve_device(device)  # checked before anything loads
     check_inference(backend, quantize, dev, bf16)
     questions = read_questions(queries)
@@ -74,23 +77,23 @@ def search(
                        batch_size=default_batch_size(batch_size, dev, bf16), bf16=bf16, more=loaded[1:])
     tag = "dense"
     if bm25_index is not None:
-        from dpr_xrisk.retrieval.bm25 import bm25_search
+        from dpr_xrisk.retrieval.bm25 import bm25_search, check_same_corpus
 
+        dense_ids = [i for _, ids_, _ in loaded for i in ids_]
+        check_same_corpus(bm25_index, meta, dense_ids)  # before the search: fingerprints, counts
         sparse = bm25_search(bm25_index, questions, k=depth)
+        check_same_corpus(bm25_index, meta, dense_ids, sparse)  # and the ids BM25 returned
         run = fuse(run, sparse, method=fusion, alpha=alpha, k=k)
         tag = f"hybrid-{fusion}"
-    from dpr_xrisk.cli._options import write_outputs
-
-    write_outputs(run, questions, texts_from, out_run, out_json, tag)
     from dpr_xrisk.retrieval.encode import provenance
-    from dpr_xrisk.io.common import write_json
+    from dpr_xrisk.retrieval.search import run_meta, write_run_outputs
 
-    made_from = {"model": meta["model"], "fingerprint": encoder.fingerprint(), "quantize": quantize, "backend": backend, "k": k, "tag": tag,
-                 "index": [str(Path(i).resolve()) for i in index], "corpus_fingerprint": meta.get("corpus_fingerprint"),
-                 "inputs": provenance(queries=queries, bm25_index=bm25_index)}
-    for path in (out_run, out_json):
-        if path is not None:  # what made this run, beside it (a TREC run or DPR JSON cannot hold it)
-            write_json(Path(f"{path}.meta.json"), made_from)
+    made_from = run_meta(tag, questions, queries, model=meta["model"], fingerprint=encoder.fingerprint(),
+                         quantize=quantize, backend=backend, k=k, index=[str(Path(i).resolve()) for i in index],
+                         corpus_fingerprint=meta.get("corpus_fingerprint"),
+                         inputs=provenance(queries=queries, bm25_index=bm25_index))
+    for path in write_run_outputs(run, questions, texts_from, out_run, out_json, tag, made_from):
+        typer.echo(f"wrote {path}", err=True)
 
 
 def fuse_runs(
@@ -105,15 +108,29 @@ def fuse_runs(
     alpha: Alpha = 0.5,
 ):
     """Fuse two existing runs into a hybrid run."""
-    from dpr_xrisk.cli._options import write_outputs
-    from dpr_xrisk.evaluation.evaluate import read_any_run
+    from dpr_xrisk.evaluation.evaluate import read_any_run, run_meta as stored_meta
     from dpr_xrisk.io.questions import read_questions
-    from dpr_xrisk.retrieval.search import fuse
+    from dpr_xrisk.retrieval.encode import same_corpus
+    from dpr_xrisk.retrieval.search import check_run_outputs, fuse, run_meta, write_run_outputs
 
-    run = fuse(read_any_run(dense)[0], read_any_run(sparse)[0], method=fusion, alpha=alpha, k=k)
+    check_run_outputs(out_run, out_json)
     if out_json is not None and corpus is None:
-        raise typer.BadParameter("--out-json needs --corpus")
-    write_outputs(run, read_questions(queries), corpus, out_run, out_json, f"hybrid-{fusion}")
+        from dpr_xrisk.errors import InputError
+
+        raise InputError("--out-json needs --corpus (the passage texts)")
+    metas = [stored_meta(dense) or {}, stored_meta(sparse) or {}]
+    fps = [m.get("corpus_fingerprint") for m in metas]
+    if all(fps) and not same_corpus(*fps):
+        from dpr_xrisk.errors import InputError
+
+        raise InputError(f"was retrieved from another corpus than {dense} (their .meta.json corpus fingerprints "
+                         "differ): fuse runs of one corpus", sparse)
+    questions = read_questions(queries)
+    run = fuse(read_any_run(dense)[0], read_any_run(sparse)[0], method=fusion, alpha=alpha, k=k)
+    meta = run_meta(f"hybrid-{fusion}", questions, queries, k=k, alpha=alpha if fusion == "interpolation" else None,
+                    runs=[str(Path(dense).resolve()), str(Path(sparse).resolve())], corpus_fingerprint=fps[0] or fps[1])
+    for path in write_run_outputs(run, questions, corpus, out_run, out_json, f"hybrid-{fusion}", meta):
+        typer.echo(f"wrote {path}", err=True)
 
 
 def tune_fusion(
@@ -123,7 +140,7 @@ def tune_fusion(
     answers: Annotated[Optional[Path], typer.Option("--answers", "-a", help="Questions with answers (DPR QA .tsv, .jsonl, biencoder .json): DPR top-k accuracy; needs --corpus.")] = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts, for --answers.")] = None,
     metric: Annotated[Optional[str], typer.Option(help="What alpha is chosen by: mrr@10, top5, recall@10, ... (default: mrr@10 with --qrels, else top5).")] = None,
-    alpha: Annotated[Optional[list[float]], typer.Option("--alpha", help="Interpolation weights to try; repeat (default: 0.1 0.2 0.3 0.5 0.7 1 1.5 2 3 5).")] = None,
+    alpha: Annotated[Optional[list[float]], typer.Option("--alpha", min=0.0, help="Interpolation weights to try; repeat (default: 0.1 0.2 0.3 0.5 0.7 1 1.5 2 3 5).")] = None,
     k: K = 100,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every candidate's scores and the choice as JSON here.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Also write a PNG: each metric against alpha, RRF as a line.")] = None,

@@ -1,5 +1,7 @@
 """File plumbing shared by every reader and writer: opening with clear errors, numbered lines,
-JSON lines with located errors, and atomic writes (temp file + rename) for files and folders."""
+JSON lines with located errors, and atomic writes (temp file + rename) for files, folders and
+groups of files. Every output is staged under a temp name and moved in only on success (removed on
+failure), and errors raised while staging name the user's path, never the temp one."""
 
 from __future__ import annotations
 
@@ -98,10 +100,69 @@ def require(obj: dict, key: str, path, line, kind=str):
     return value
 
 
+def check_output(path: str | Path, folder: bool = False) -> Path:
+    """An output path that can be created: no ancestor of it is a file (``mkdir`` would say
+    only "File exists"), and a file output is not an existing folder (nor a folder output an
+    existing file). Returns it as a Path."""
+    p = Path(path)
+    for parent in p.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"cannot be created: {parent} is a file, not a folder", p)
+            break
+    if p.exists() and p.is_dir() != folder:
+        raise InputError("is a folder; give a file path" if not folder else "exists and is a file, not a folder", p)
+    return p
+
+
+def _user_paths(e: BaseException, tmp: Path, final: Path) -> None:
+    """Make an error that names a temp path name the user's path instead (in place)."""
+    t, f = str(tmp), str(final)
+    if isinstance(e, OSError):
+        for attr in ("filename", "filename2"):
+            v = getattr(e, attr, None)
+            if isinstance(v, str) and t in v:
+                setattr(e, attr, v.replace(t, f))
+    if isinstance(e, InputError) and e.path and t in e.path:
+        e.path = e.path.replace(t, f)
+    if e.args and isinstance(e.args[0], str) and t in e.args[0]:
+        e.args = (e.args[0].replace(t, f), *e.args[1:])
+
+
+@contextlib.contextmanager
+def staged_files(paths) -> Iterator[list[Path]]:
+    """Temp paths beside each of ``paths`` (files, all checked first); on success every one is
+    renamed into place, on any failure all are removed: several outputs of one command appear
+    together or not at all."""
+    finals = [check_output(p) for p in paths]
+    if len(set(map(os.path.abspath, finals))) != len(finals):
+        raise InputError("the same output path is given twice", finals[0])
+    tmps = []
+    try:
+        for p in finals:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+            os.close(fd)
+            os.chmod(tmp, 0o666 & ~_umask())
+            tmps.append(Path(tmp))
+        try:
+            yield tmps
+        except BaseException as e:
+            for t, p in zip(tmps, finals):
+                _user_paths(e, t, p)
+            raise
+        for t, p in zip(tmps, finals):
+            os.replace(t, p)
+    finally:
+        for t in tmps:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(t)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Write to a temp file beside ``path`` and rename it into place only on success."""
-    path = Path(path)
+    path = check_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -112,9 +173,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        _user_paths(e, Path(tmp), path)
         raise
 
 
@@ -124,6 +186,7 @@ def atomic_dir(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
     path = Path(path)
     if path.exists() and not overwrite:
         raise InputError("output folder already exists (use --overwrite to replace it)", path)
+    check_output(path, folder=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     os.chmod(tmp, 0o777 & ~_umask())
@@ -132,8 +195,9 @@ def atomic_dir(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _user_paths(e, tmp, path)  # messages name the user's folder, never the temp one
         raise
 
 

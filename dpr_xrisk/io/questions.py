@@ -162,3 +162,30 @@ def write_queries_jsonl(path: str | Path, questions: Iterable[Question]) -> int:
             f.write(json.dumps({"id": q.qid, "question": q.text, "answers": list(q.answers)}, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+def questions_fingerprint(questions: Iterable[Question]) -> str:
+    """A hash of the questions' ids and texts (not of the file's bytes, so one question set written
+    as TSV or JSONL has one fingerprint): what a run's ``.meta.json`` records, to refuse scoring it
+    against the answers or qrels of another question set."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for q in questions:
+        h.update(f"{q.qid}\t{' '.join(q.text.split())}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def split_name(path: str | Path) -> str | None:
+    """The split a file of our naming conventions belongs to: ``<split>.qa.tsv``,
+    ``<split>.qrels.tsv``, ``biencoder-<split>.json``, BEIR's ``qrels/<split>.tsv``; else None."""
+    p = Path(path)
+    name = p.name.lower()
+    for mark in (".qa.", ".qrels."):
+        if mark in name:
+            return name.split(mark)[0]
+    if name.startswith("biencoder-") and name.endswith((".json", ".jsonl")):
+        return name[len("biencoder-"):].rsplit(".", 1)[0]
+    if p.parent.name.lower() == "qrels" and name.endswith(".tsv"):
+        return name[:-4]
+    return None

@@ -51,10 +51,11 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
                 f.write(f"{qid} 0 {docid} {rel}\n")
 
 
-def read_run(path: str | Path) -> Run:
-    """Read a TREC run; each question's list is ordered by the rank column."""
+def read_run_lines(path: str | Path) -> dict[str, list[tuple[int, str, float, int]]]:
+    """A TREC run as ``{qid: [(rank, docid, score, line), ...]}`` in file order, with each row's
+    1-based line, for checks that name the line (:func:`dpr_xrisk.evaluation.evaluate.read_any_run`)."""
     p = Path(path)
-    rows: dict[str, list[tuple[int, str, float]]] = {}
+    rows: dict[str, list[tuple[int, str, float, int]]] = {}
     for lineno, line in numbered_lines(p):
         if not line.strip():
             continue
@@ -63,16 +64,24 @@ def read_run(path: str | Path) -> Run:
             raise InputError(f"expected 'qid Q0 docid rank score tag', got {len(fields)} fields", p, lineno)
         qid, _, docid, rank, score, _tag = fields
         try:
-            rows.setdefault(qid, []).append((int(rank), docid, float(score)))
+            rows.setdefault(qid, []).append((int(rank), docid, float(score), lineno))
         except ValueError:
             raise InputError("rank must be an integer and score a number", p, lineno) from None
     if not rows:
         raise InputError("no lines in run file", p)
-    return {q: [(d, s) for _, d, s in sorted(r, key=lambda x: x[0])] for q, r in rows.items()}
+    return rows
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a TREC run; each question's list is ordered by the rank column."""
+    return {q: [(d, s) for _, d, s, _ in sorted(r, key=lambda x: x[0])] for q, r in read_run_lines(path).items()}
 
 
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str = "dpr_xrisk") -> None:
+    """Write hits in the given order, ranks 1, 2, ... Scores are written exactly (shortest
+    round-trip decimal): rounding two different scores to one value would create a tie that
+    trec_eval re-orders by docid, so the file's ranks and its scores would disagree."""
     with atomic_write(path) as f:
         for qid, hits in run.items():
             for rank, (docid, score) in enumerate(hits, start=1):
-                f.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
+                f.write(f"{qid} Q0 {docid} {rank} {float(score)!r} {tag}\n")

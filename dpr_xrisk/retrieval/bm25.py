@@ -3,6 +3,11 @@
 Documents are indexed as pyserini's JsonCollection with ``contents`` = title + newline + text
 (the layout of pyserini's ``wikipedia-dpr`` index). k1 = 0.9, b = 0.4 are the DPR/pyserini
 defaults.
+
+Ties: Lucene orders equal scores by its internal document number, which depends on how the
+index was built (threads), so :func:`bm25_search` orders each list by score descending, then
+passage id descending (trec_eval's order), fetching past the k-th hit while it ties, so the
+same index and questions give the same run on every machine.
 """
 
 from __future__ import annotations
@@ -33,7 +38,10 @@ def build_bm25_index(corpus, out_dir, threads: int = 2, overwrite: bool = False)
         jnius.autoclass("io.anserini.index.IndexCollection").main([
             "-collection", "JsonCollection", "-input", coll, "-index", str(lucene_dir),
             "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads), "-storeRaw", "-quiet"])
+        from dpr_xrisk.retrieval.encode import corpus_fingerprint
+
         (tmp / "meta.json").write_text(json.dumps({"kind": "bm25", "corpus": str(Path(corpus).resolve()), "count": n,
+                                                   "corpus_fingerprint": corpus_fingerprint(corpus),
                                                    "collection": "JsonCollection(contents=title\\ntext)"}, indent=2) + "\n")
     return Path(out_dir)
 
@@ -51,12 +59,59 @@ def bm25_search(index_dir, questions, k: int = 100, k1: float = K1, b: float = B
     lucene_dir = Path(index_dir) / "lucene"
     if not lucene_dir.is_dir():
         raise InputError("not a BM25 index folder (no lucene/; build it with `dpr-xrisk bm25 index`)", index_dir)
+    if k < 1:
+        raise InputError(f"k must be >= 1, got {k}")
     searcher = LuceneSearcher(str(lucene_dir))
     searcher.set_bm25(k1, b)
     run = {}
     for lo in tqdm(range(0, len(questions), batch), desc="bm25", unit="batch", disable=not progress):
         chunk = questions[lo : lo + batch]
-        hits = searcher.batch_search([q.text for q in chunk], [q.qid for q in chunk], k=k, threads=threads)
+        hits = searcher.batch_search([q.text for q in chunk], [q.qid for q in chunk], k=k + 1, threads=threads)
         for q in chunk:
-            run[q.qid] = [(h.docid, float(h.score)) for h in hits.get(q.qid, [])]
+            found = [(h.docid, float(h.score)) for h in hits.get(q.qid, [])]
+            depth = k + 1
+            while len(found) == depth and found[k][1] == found[k - 1][1]:  # a tie across the cut: fetch it all
+                depth *= 2
+                found = [(h.docid, float(h.score)) for h in searcher.search(q.text, k=depth)]
+            run[q.qid] = ranked(found)[:k]
     return run
+
+
+def ranked(hits) -> list[tuple[str, float]]:
+    """``(docid, score)`` pairs by score descending, ties by docid descending: trec_eval's order,
+    the one tie rule of every ranked list dpr_xrisk writes."""
+    return sorted(hits, key=lambda h: (h[1], h[0]), reverse=True)
+
+
+def bm25_meta(index_dir) -> dict:
+    """The ``meta.json`` of a ``bm25 index`` folder (a located error if it is not one)."""
+    from dpr_xrisk.io.common import load_json
+
+    m = Path(index_dir) / "meta.json"
+    meta = load_json(m) if m.is_file() else None
+    if not isinstance(meta, dict) or meta.get("kind") != "bm25" or not (Path(index_dir) / "lucene").is_dir():
+        raise InputError("not a BM25 index folder (build it with `dpr-xrisk bm25 index`)", index_dir)
+    return meta
+
+
+def check_same_corpus(index_dir, dense_meta: dict, dense_ids=None, sparse_run=None) -> None:
+    """A BM25 index fused with a dense index must hold the same corpus: compared by corpus
+    fingerprint when both record one, else by passage count, and (``sparse_run``) every passage
+    id BM25 returns must be in the dense index's ``dense_ids``."""
+    from dpr_xrisk.retrieval.encode import same_corpus
+
+    meta = bm25_meta(index_dir)
+    a, b = meta.get("corpus_fingerprint"), dense_meta.get("corpus_fingerprint")
+    if a and b and not same_corpus(a, b):
+        raise InputError(f"holds another corpus ({meta.get('corpus')}) than the dense index "
+                         f"({dense_meta.get('corpus')}): fuse indexes of one corpus", index_dir)
+    if dense_ids is not None and meta.get("count") is not None and meta["count"] != len(dense_ids) \
+            and dense_meta.get("num_shards", 1) == dense_meta.get("of_shards", 1):
+        raise InputError(f"holds {meta['count']} passages, the dense index {len(dense_ids)}: "
+                         "fuse indexes of one corpus", index_dir)
+    if sparse_run is not None and dense_ids is not None:
+        known = set(dense_ids)
+        foreign = sorted({d for hits in sparse_run.values() for d, _ in hits} - known)
+        if foreign:
+            raise InputError(f"returns passage id(s) the dense index lacks, e.g. {foreign[0]!r}: "
+                             "fuse indexes of one corpus", index_dir)

@@ -201,15 +201,46 @@ def load_indexes(index_dirs) -> list[tuple]:
     return loaded
 
 
-def search_many(loaded, queries, k: int):
-    """Top-k over several indexes: each is searched for k, and the lists are merged by score
-    (exact for exact indexes: the global top-k is within the union of the per-shard top-k)."""
+def _search_depth(loaded, queries, depth: int):
+    """Each index searched for ``depth`` (at most its size), results merged by score: (n, sum) arrays."""
     all_scores, all_ids = [], []
     for index, ids, _ in loaded:
-        scores, rows = index.search(queries, min(k, index.ntotal))  # (n, k_i)
+        scores, rows = index.search(queries, min(depth, index.ntotal))  # (n, k_i)
         all_scores.append(scores)
         all_ids.append(np.vectorize(lambda r, ids=ids: ids[r] if r >= 0 else "", otypes=[object])(rows))
     scores = np.concatenate(all_scores, axis=1)  # (n, sum k_i)
     ids = np.concatenate(all_ids, axis=1)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    order = np.argsort(-scores, axis=1, kind="stable")
     return np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
+
+
+def search_many(loaded, queries, k: int):
+    """Top-k over several indexes: each is searched for k, and the lists are merged by score
+    (exact for exact indexes: the global top-k is within the union of the per-shard top-k).
+
+    Ties: equal scores are ordered by passage id descending (trec_eval's order, the one rule of
+    every ranked list dpr_xrisk writes), never by FAISS's internal row order, and a tie across
+    the k-th place is searched past the cut until it ends, so which of the tied passages make the
+    top k is decided by the same rule: one index and one question give one run on every machine."""
+    total = sum(index.ntotal for index, _, _ in loaded)
+    k = min(k, total)
+    n = queries.shape[0]
+    out_scores = np.zeros((n, k), dtype=np.float32)
+    out_ids = np.empty((n, k), dtype=object)
+    todo, depth = np.arange(n), min(k + 1, total)
+    while len(todo):
+        scores, ids = _search_depth(loaded, queries[todo], depth)  # (m, >= depth), by score
+        valid = ids != ""
+        tied = valid[:, 1:] & valid[:, :-1] & (scores[:, 1:] == scores[:, :-1])  # (m, width - 1)
+        cut_tie = tied[:, k - 1] if depth > k and tied.shape[1] >= k else np.zeros(len(todo), dtype=bool)
+        again = cut_tie & (depth < total)
+        for j in np.flatnonzero(~again):
+            row_s, row_i = scores[j], ids[j]
+            if tied[j].any():
+                pairs = sorted(zip(row_s.tolist(), row_i.tolist()), key=lambda x: (x[1] != "", x[0], x[1]), reverse=True)
+                row_s = np.array([s for s, _ in pairs], dtype=np.float32)
+                row_i = np.array([i for _, i in pairs], dtype=object)
+            out_scores[todo[j]] = row_s[:k]
+            out_ids[todo[j]] = row_i[:k]
+        todo, depth = todo[again], min(depth * 2, total)
+    return out_scores, out_ids

@@ -81,12 +81,16 @@ def fuse(dense: Mapping[str, Sequence[tuple[str, float]]], sparse: Mapping[str, 
     ``interpolation`` (pyserini's hybrid): score = dense + alpha * sparse, a document missing
     from one list taking that list's minimum score; with ``normalize`` each list is first
     min-max centred as pyserini does, ``(s - (min + max) / 2) / (max - min)``.
-    Equal scores (common under RRF) are ordered by docid descending, trec_eval's rule.
+    Ties: equal fused scores (common under RRF: ranks 1 and 2 score as ranks 2 and 1) are ordered
+    by passage id descending -- trec_eval's rule, and so the order in which ``evaluate`` (like
+    pytrec_eval) re-ranks the fused run from its scores: the file order DPR accuracy reads and the
+    ranking recall/MRR/nDCG compute are one. Any other tie rule in the file would be undone by
+    trec_eval. The input lists are deterministic too (FAISS and BM25 order ties the same way).
     """
     if method not in FUSIONS:
         raise unknown_name("fusion", method, FUSIONS)
     out = {}
-    for qid in dense.keys() | sparse.keys():
+    for qid in dict.fromkeys([*dense, *sparse]):  # the questions in input order (a set's order varies by process)
         d, s = dict(dense.get(qid, ())), dict(sparse.get(qid, ()))
         if method == "rrf":
             scores: dict[str, float] = {}
@@ -221,3 +225,58 @@ def topk_matrix_search(q: np.ndarray, p: np.ndarray, k: int):
     order = np.take_along_axis(scores, part, 1).argsort(axis=1)[:, ::-1]
     rows = np.take_along_axis(part, order, 1)
     return np.take_along_axis(scores, rows, 1), rows
+
+
+def run_meta(tag: str, questions, queries_path, **made_from) -> dict:
+    """What made a run (written beside it as ``<run>.meta.json``): the tag, the questions (path,
+    count, :func:`~dpr_xrisk.io.questions.questions_fingerprint`) and ``made_from`` (index, model,
+    corpus fingerprint, settings). ``evaluate`` compares it with --answers/--qrels/--corpus."""
+    from dpr_xrisk.io.questions import questions_fingerprint
+
+    return {"tag": tag, "questions": {"path": str(Path(queries_path).resolve()), "count": len(questions),
+                                      "fingerprint": questions_fingerprint(questions)}, **made_from}
+
+
+def check_run_outputs(out_run, out_json) -> None:
+    """At least one run output, each a path a file can be written to (checked before any work)."""
+    from dpr_xrisk.io.common import check_output
+
+    if out_run is None and out_json is None:
+        raise InputError("give --out-run and/or --out-json")
+    for p in (out_run, out_json):
+        if p is not None:
+            check_output(p)
+    if out_run is not None and out_json is not None and Path(out_run).absolute() == Path(out_json).absolute():
+        raise InputError("--out-run and --out-json are the same file", out_run)
+
+
+def write_run_outputs(run, questions, corpus, out_run, out_json, tag: str, meta: dict | None = None) -> list[Path]:
+    """Write the run as a TREC run and/or a DPR retrieval JSON (which needs the passage texts of
+    ``corpus``), each with ``meta`` beside it as ``<path>.meta.json``. Every path is checked and
+    every record built before anything is written, and all files are staged and moved in together:
+    a failure leaves no output behind. Returns the run paths written."""
+    from dpr_xrisk.io.common import staged_files
+    from dpr_xrisk.io.retrieval_json import write_retrieval_json
+    from dpr_xrisk.io.trec import write_run
+
+    check_run_outputs(out_run, out_json)
+    outs = [p for p in (out_run, out_json) if p is not None]
+    records = None
+    if out_json is not None:
+        wanted = {d for hits in run.values() for d, _ in hits}
+        try:
+            records = retrieval_records(run, questions, load_passage_texts(corpus, wanted))
+        except InputError as e:
+            raise InputError(e.message, e.path or corpus, e.line) from None
+    files = outs + ([Path(f"{p}.meta.json") for p in outs] if meta is not None else [])
+    with staged_files(files) as tmps:
+        for p, tmp in zip(files, tmps):
+            if out_run is not None and p == Path(out_run):
+                write_run(tmp, run, tag=tag)
+            elif out_json is not None and p == Path(out_json):
+                write_retrieval_json(tmp, records)
+            else:
+                from dpr_xrisk.io.common import write_json
+
+                write_json(tmp, meta)
+    return [Path(p) for p in outs]
