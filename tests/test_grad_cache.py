@@ -36,7 +36,7 @@ def grads_of(encoder):
 def test_cached_step_has_the_uncached_gradients(tiny_model_dir, case, chunk):
     cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), batch_size=8, hard_negatives=1, pooling="mean",
                       normalize=True, **CASES[case])
-    encoder, store, sets = prepare(cfg)
+    encoder, store, sets, _ = prepare(cfg)
     encoder.eval()  # dropout off: chunking changes dropout masks, not the function
     tau = cfg.resolved_tau(encoder.settings.normalize)
     loss_a = build_loss(cfg, tau, sets, 10, 10)

@@ -17,7 +17,7 @@ from dpr_xrisk.errors import InputError
 from dpr_xrisk.train.batch import collate
 from dpr_xrisk.train.config import TrainConfig
 from dpr_xrisk.train.data import PassageStore, TrainingSet, TrainQuestion
-from dpr_xrisk.train.refresh import sample_negatives
+from dpr_xrisk.train.mining import sample_negatives
 from dpr_xrisk.train.trainer import train
 
 TRAIN = str(SAMPLE / "biencoder-train.json")
@@ -230,24 +230,26 @@ def test_an_improving_dev_evaluation_leaves_the_towers_training(tiny_encoder, tm
     """run_eval saves the best model in eval mode and must hand the towers back in training mode:
     left in eval mode, every step after the first improving in-loop evaluation trained without
     dropout (and a run resumed from a checkpoint after it with dropout)."""
-    from dpr_xrisk.train import trainer as T
+    from dpr_xrisk.train import dev_eval as E
+    from dpr_xrisk.train.log import JsonlLog
 
-    monkeypatch.setattr(T, "evaluate_dev", lambda *a: {"top1": 0.5, "top5": 0.5, "top20": 0.5})
+    monkeypatch.setattr(E, "evaluate_dev", lambda *a: {"top1": 0.5, "top5": 0.5, "top20": 0.5})
     cfg = TrainConfig(train=(TRAIN,))
     state = {"best": None, "best_step": None}
+    dev, log = E.DevSet([], {}), JsonlLog(tmp_path / "log.jsonl")
     tiny_encoder.train()
-    T.run_eval(tiny_encoder, cfg, [], {}, state, 10, T.JsonlLog(tmp_path / "log.jsonl"), tmp_path)
+    E.run_eval(tiny_encoder, cfg, dev, state, 10, log, tmp_path, tiny_encoder.settings)
     assert state["best_step"] == 10 and (tmp_path / "best").is_dir()  # it improved, and saved
     assert tiny_encoder.training and all(m.training for m in tiny_encoder.passage_model.modules())
     tiny_encoder.eval()  # a caller in eval mode stays there
     state["best"] = None
-    T.run_eval(tiny_encoder, cfg, [], {}, state, 11, T.JsonlLog(tmp_path / "log.jsonl"), tmp_path)
+    E.run_eval(tiny_encoder, cfg, dev, state, 11, log, tmp_path, tiny_encoder.settings)
     assert not tiny_encoder.training
 
 
 def test_dropout_option_sets_every_tower_dropout(tiny_model_dir, tmp_path):
     from dpr_xrisk.retrieval.encoder import DualEncoder
-    from dpr_xrisk.train.trainer import set_dropout
+    from dpr_xrisk.train.setup import set_dropout
 
     enc = DualEncoder.load(str(tiny_model_dir))
     assert {m.p for m in enc.passage_model.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from dpr_xrisk.train.data import PassageStore, TrainingSet, is_false_negative
-from dpr_xrisk.train.refresh import pool_log_q, sample_negatives
+from dpr_xrisk.train.mining import pool_log_q, sample_negatives
 
 
 @dataclass

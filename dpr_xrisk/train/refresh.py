@@ -1,269 +1,253 @@
-"""Hard negatives mined from the model's own index (ANCE-style refresh, docs/method.md §3 and §5).
+"""The index refresh during training (docs/method.md §5): when the pools are re-mined, with which
+copy of the current towers (fp32, bfloat16 weights, int8, ONNX; at ``refresh_max_length``), the
+first int8 refresh's quality guard, swapping the new pools in, and restoring them on resume.
 
-One refresh: encode the corpus with the current passage tower through the same fast path as
-``dpr-xrisk encode`` (streamed to disk), build a FAISS index (exact ``Flat`` by default), take
-the top-K passages of every training question, filter them, and return the new pools with their
-retrieval scores. Filters, in order, each counted:
-
-- ``positive``: a positive of the question, by id or by normalised text;
-- ``answer``: a passage containing one of the question's answers (DPR's ``has_answer``);
-- ``rank``: the first ``skip_ranks`` ranks (often unlabelled positives);
-- ``margin``: candidates scoring above ``(1 - margin) * s(positive)``.
-
-The pools feed :func:`sample_negatives`, which draws h negatives either uniformly (q = h/L) or
-from a softmax over retrieval scores at a temperature T (q_j = 1 - (1 - p_j)^h, the inclusion
-probability of h draws with replacement; q_j = p_j for h = 1).
+This module owns the orchestration of a refresh; one mining pass itself is ``train/mining.py``
+(its names are re-exported here for callers that import them from this module). The trainer
+calls this module; this module never imports the trainer.
 """
 
 from __future__ import annotations
 
+import json
 import math
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.errors import InputError
-
-SAMPLERS = ("uniform", "softmax")
-RULES = ("positive", "answer", "rank", "margin")
-
-
-@dataclass
-class RefreshResult:
-    pools: list[list[list[tuple[str, float]]]]  # per set, per question: [(key, score)] in rank order
-    stats: dict = field(default_factory=dict)
-    texts: dict = field(default_factory=dict)  # key -> (title, text) of every pooled passage
+from dpr_xrisk.train.config import TrainConfig
+from dpr_xrisk.train.log import JsonlLog
+from dpr_xrisk.train.mining import (  # noqa: F401 (re-exported)
+    RefreshResult, partial_reencode, pool_log_q, prune_cache, refresh_pools, sample_negatives, validate_refresh,
+    with_passage_length)
+from dpr_xrisk.train.order import DataOrder, upcoming_rows
 
 
-def validate_refresh(encoder, corpus, k: int, factory: str) -> int:
-    """Checks that must fail before training starts; returns the corpus size."""
-    from dpr_xrisk.retrieval.index import make_index
-    from dpr_xrisk.io.passages import count_passages
+class RefreshSchedule:
+    """When the index is rebuilt (docs/method.md §5 "every R steps and/or every E epochs"): at every positive
+    multiple of ``refresh_every`` and at the first step that starts once each multiple of
+    ``refresh_every_epochs`` epochs of questions has been drawn (step ``ceil(k * E * questions /
+    batch_size)``), so epoch-based refreshes stay on the epoch fractions instead of drifting by a
+    rounded period, and none falls on the step that would end training. Step 0 (the first mining)
+    is not part of it."""
 
-    if not corpus:
-        raise InputError("index refresh needs a corpus (set corpus)")
-    n = count_passages(corpus)
-    if k < 1 or k > n:
-        raise InputError(f"refresh_k = {k} must be between 1 and the corpus size ({n} passages)")
-    make_index(encoder.dim, factory)  # a factory string FAISS rejects fails here, not after an hour
-    return n
+    def __init__(self, every: int | None, every_epochs: float | None, steps_per_epoch: float, steps: int):
+        """``steps_per_epoch``: questions / batch size, not rounded; ``steps``: the run's length."""
+        self.every = every or None
+        self.steps = steps
+        epoch_steps: set[int] = set()
+        period = (every_epochs or 0.0) * steps_per_epoch  # in steps, fractional
+        if 0 < period <= 1:
+            epoch_steps.update(range(1, steps))
+        elif period > 1:
+            k = 1
+            while (at := math.ceil(k * period - 1e-9)) < steps:
+                epoch_steps.add(at)
+                k += 1
+        self.epoch_steps = sorted(epoch_steps)
+        self._epoch = frozenset(epoch_steps)
 
+    def __bool__(self) -> bool:
+        return bool(self.every or self.epoch_steps)
 
-def with_passage_length(encoder, max_length: int):
-    """A view of ``encoder`` that tokenises passages to ``max_length`` word pieces (``refresh_max_length``,
-    ``mine --max-length``): the same towers, other settings."""
-    import copy
-    import dataclasses
+    def due(self, step: int) -> bool:
+        return 0 < step < self.steps and ((self.every is not None and step % self.every == 0) or step in self._epoch)
 
-    view = copy.copy(encoder)  # shares the towers and tokenizer; settings are the view's own
-    object.__setattr__(view, "settings", dataclasses.replace(encoder.settings, passage_max_length=max_length))
-    return view
+    def next_after(self, step: int) -> int:
+        """The first refresh after ``step``, or the number of steps when none is left."""
+        nxt = [self.steps]
+        if self.every:
+            nxt.append((step // self.every + 1) * self.every)
+        nxt += [t for t in self.epoch_steps if t > step][:1]
+        return min(nxt)
 
+    def planned(self) -> list[int]:
+        """Every refresh step of the run, both periods together (step 0 not included)."""
+        by_steps = range(self.every, self.steps, self.every) if self.every else ()
+        return sorted(self._epoch.union(by_steps))
 
-def partial_reencode(encoder, corpus, cache_root: Path, step: int, prev_step: int | None, cursor: int,
-                     fraction: float, batch_size: int = 128, bf16: bool = False,
-                     progress: bool = False, tokens=None) -> tuple[Path, int, dict]:
-    """``--refresh-fraction``: re-encode only ``ceil(fraction * N)`` passages, the oldest first.
-
-    The corpus embeddings live in versioned folders ``cache_root/step-S/emb`` (an ordinary
-    embeddings folder, so the index is built from it as from ``dpr-xrisk encode``) next to
-    ``age.npy``, the step at which each row was last encoded. A refresh at step S copies the
-    version in use (``prev_step``), re-encodes the rows ``[cursor, cursor + m)`` (wrapping around:
-    oldest first, as the rows were encoded in that order) with the current passage tower and
-    writes version S. The first refresh (no ``prev_step``) encodes everything. Returns the new
-    version's embeddings folder, the new cursor and the staleness statistics. ``tokens``: the
-    corpus tokenised once (:class:`dpr_xrisk.retrieval.tokens.CorpusTokens`)."""
-    import itertools
-    import json
-    import shutil
-
-    from dpr_xrisk.retrieval.encode import CHUNK, encode_corpus, load_shards, release_free_memory, shard_name
-    from dpr_xrisk.io.passages import read_passages
-
-    new = cache_root / f"step-{step}"
-    shutil.rmtree(new, ignore_errors=True)  # a version left by a run killed after this step
-    prev = cache_root / f"step-{prev_step}" if prev_step is not None else None
-    if prev is None or not (prev / "age.npy").exists():
-        emb = new / "emb"
-        encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode",
-                      tokens=tokens)
-        n = load_shards(emb)[0]["count"]
-        np.save(new / "age.npy", np.full(n, step, dtype=np.int64))
-        return emb, 0, {"reencoded": n, "stale_share": 0.0, "mean_staleness_steps": 0.0, "max_staleness_steps": 0}
-    shutil.copytree(prev / "emb", new / "emb")
-    meta_path = new / "emb" / shard_name("meta", 0, 1, "json")
-    meta = json.loads(meta_path.read_text())
-    n = meta["count"]
-    m = min(n, math.ceil(fraction * n))
-    rows = (cursor + np.arange(m)) % n  # the m oldest rows
-    age = np.load(prev / "age.npy")
-    vecs = np.lib.format.open_memmap(new / "emb" / shard_name("embeddings", 0, 1, "npy"), mode="r+")
-    wanted = np.zeros(n, dtype=bool)
-    wanted[rows] = True
-    was_training = encoder.training
-    encoder.eval()
-    if tokens is not None:
-        picked_rows = np.flatnonzero(wanted)  # corpus order, chunked as the text path below
-        for a in range(0, m, CHUNK):
-            idx = picked_rows[a : a + CHUNK]
-            vecs[idx] = encoder.encode_passage_tokens(tokens.rows(idx), batch_size=batch_size,
-                                                      bf16=bf16).astype(vecs.dtype)
-            release_free_memory()
-    else:
-        picked = (r_p for r_p in enumerate(read_passages(corpus, check_duplicates=False)) if wanted[r_p[0]])
-        while chunk := list(itertools.islice(picked, CHUNK)):
-            idx = [r for r, _ in chunk]
-            vecs[idx] = encoder.encode_passages([p.title for _, p in chunk], [p.text for _, p in chunk],
-                                                batch_size=batch_size, bf16=bf16).astype(vecs.dtype)
-            release_free_memory()
-    encoder.train(was_training)
-    vecs.flush()
-    del vecs
-    age[rows] = step
-    np.save(new / "age.npy", age)
-    meta["fingerprint"] = encoder.fingerprint()  # mixed versions; the index records the newest tower
-    meta_path.write_text(json.dumps(meta))
-    stale = step - age
-    return new / "emb", int((cursor + m) % n), {
-        "reencoded": int(m), "stale_share": round(float((stale > 0).mean()), 4),
-        "mean_staleness_steps": round(float(stale.mean()), 3), "max_staleness_steps": int(stale.max())}
+    def log(self) -> dict:
+        return {"refresh_every": self.every, "refresh_epoch_steps": self.epoch_steps}
 
 
-def prune_cache(cache_root: Path, keep: set[int]) -> None:
-    """Delete cached embedding versions no checkpoint (and not the current one) refers to."""
-    import shutil
+def refresh_quantize_on(cfg: TrainConfig, device, vnni: bool | None = None,
+                        amx: bool | None = None) -> str:
+    """``cfg.refresh_quantize`` for a run on ``device`` (``cfg.bf16`` already resolved from the
+    precision): ``auto`` is int8 on a CPU with AVX-512 VNNI (``vnni``; None = this machine's),
+    except where a torch refresh (``refresh_backend``) follows bfloat16 training on a CPU with
+    AMX (``amx``), and none elsewhere; an explicit int8 torch refresh on a GPU is refused (its
+    int8 kernels are CPU-only).
+    Measured (eval/RESULTS.md, eval/RESULTS-refresh-amx.md): without VNNI int8 encoding is no
+    faster than fp32 (AVX2-only CPU: 17.4 against 16.6 passages/s, top-20 overlap with fp32 0.93;
+    with VNNI 2.1x faster, overlap 0.96), so the refresh would pay int8's rounding and the fp32
+    guard for nothing; with AMX a bf16 refresh took 3.6-4.1 s against int8's 6.5-7.3 s (772
+    passages at 64 word pieces, 1 thread; encoding alone 2.8-3.3 s against 5.0-5.5 s) and needs
+    neither the int8 copy nor the guard. (An ONNX refresh runs in fp32 whatever the training
+    precision, so there AMX changes nothing.)"""
+    on_cpu = device.type == "cpu"
+    if cfg.refresh_quantize == "auto":
+        from dpr_xrisk.runtime.device import cpu_has_amx, cpu_has_vnni
 
-    for d in cache_root.glob("step-*"):
-        if int(d.name.split("-", 1)[1]) not in keep:
-            shutil.rmtree(d, ignore_errors=True)
+        if not on_cpu or (cfg.bf16 and cfg.refresh_backend == "torch" and (cpu_has_amx() if amx is None else amx)):
+            return "none"  # the refresh runs at the training precision
+        return "int8" if (cpu_has_vnni() if vnni is None else vnni) else "none"
+    if cfg.refresh_quantize == "int8" and cfg.refresh_backend == "torch" and not on_cpu:
+        raise InputError(f"refresh_quantize = 'int8' runs on the CPU only, and this run trains on {device}; "
+                         "use 'auto' (int8 on a CPU with VNNI, none on a GPU) or 'none'")
+    return cfg.refresh_quantize
 
 
-def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
-                  margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
-                  bf16: bool = False, work_dir: str | Path | None = None,
-                  embeddings: Path | None = None, progress: bool = False, tokens=None,
-                  only: list[list[int]] | None = None) -> RefreshResult:
-    """Mine new pools for every question of every training set with the current encoder
-    (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`;
-    ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.retrieval.tokens.CorpusTokens`).
-    ``only``: per set, the question rows to mine (``refresh_questions = "upcoming"``); the others'
-    entries in the returned pools are None (the caller keeps their old pools), and the statistics
-    (recall, removals, pool size) cover the mined questions, counted in ``mined_questions``."""
-    from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
-    from dpr_xrisk.retrieval.index import build_index, load_index
-    from dpr_xrisk.retrieval.search import load_passage_texts
-    from dpr_xrisk.train.data import text_key
-
-    was_training = encoder.training
-    encoder.eval()
-    stats: dict = {"removed": dict.fromkeys(RULES, 0)}
-    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
-        t0 = time.perf_counter()
-        emb = embeddings if embeddings is not None else Path(tmp) / "emb"
-        if embeddings is None:
-            encode_corpus(encoder, corpus, emb, batch_size=batch_size, bf16=bf16, progress=progress, desc="refresh: encode",
-                          tokens=tokens)
-        t1 = time.perf_counter()
-        build_index(emb, Path(tmp) / "index", factory=factory)
-        index, ids, meta = load_index(Path(tmp) / "index")
-        vecs, _ = shard_arrays(load_shards(emb)[0])  # (n, H) memory-mapped, corpus order = ids
-        row_of = {pid: r for r, pid in enumerate(ids)}
-        t2 = time.perf_counter()
-        picked = [sorted(set(o)) for o in only] if only is not None else [range(len(s.questions)) for s in sets]
-        all_q = [s.questions[r] for s, rr in zip(sets, picked) for r in rr]
-        qv = encoder.encode_queries([q.text for q in all_q], batch_size=batch_size, bf16=bf16)  # (nq, H)
-        if meta.get("normalize_queries"):
-            qv /= np.linalg.norm(qv, axis=1, keepdims=True)
-        scores, rows = index.search(qv, k)  # (nq, k)
-        # the score of each question's first positive, for the margin rule
-        pos_rows = [row_of.get(q.positives[0]) for q in all_q]
-        t3 = time.perf_counter()
-        wanted = {ids[r] for rr in rows for r in rr if r >= 0}
-        texts = load_passage_texts(corpus, wanted)
-        for key, (title, text) in texts.items():
+def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None, state=None,
+            progress: bool = False, only: list[list[int]] | None = None) -> float:
+    """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds.
+    Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others.
+    With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
+    embedding version in use and the cursor are kept in ``state`` (hence in checkpoints).
+    ``only``: per set, the question rows to re-mine (:func:`rows_to_mine`); the others keep their pools."""
+    state = state if state is not None else {}
+    result = None
+    if ddp is None or ddp.main:
+        result = _mine(encoder, cfg, sets, store, step, out, state, progress, only)
+    if ddp is not None and ddp.active:
+        result = ddp.broadcast(result)
+        for key, (title, text) in result.texts.items():
             store.add_text(key, title, text)
-        # each candidate's text key once per refresh, not once per (question, candidate) pair
-        # (~100 pairs per question share a few thousand passages): the store's key where it holds
-        # the corpus's text, else from the corpus's text (the store may hold a training file's
-        # other text under the same passage id)
-        tkey = {d: store.tkeys[d] if store.texts[d] == tt else text_key(*tt) for d, tt in texts.items()}
-        recall = {1: 0, 10: 0, k: 0}
-        pools, n = [], 0
-        for s, rr in zip(sets, picked):
-            set_pools: list = [None] * len(s.questions)
-            for row in rr:
-                q = s.questions[row]
-                pos_tk = {store.tkeys[p] for p in q.positives}
-                hits = [(ids[r], float(sc)) for r, sc in zip(rows[n], scores[n]) if r >= 0]
-                first_pos = next((i for i, (d, _) in enumerate(hits) if d in q.positives), None)
-                for cut in recall:
-                    recall[cut] += first_pos is not None and first_pos < cut
-                s_pos = None
-                if margin is not None and pos_rows[n] is not None:
-                    pv = np.asarray(vecs[pos_rows[n]], dtype=np.float32)
-                    if meta.get("normalize_queries"):
-                        pv = pv / np.linalg.norm(pv)
-                    s_pos = float(pv @ qv[n])
-                pool = []
-                for rank, (d, sc) in enumerate(hits):
-                    if d in q.positives or tkey[d] in pos_tk:
-                        stats["removed"]["positive"] += 1
-                    elif filter_answers and q.answers and has_answer(texts[d][1], q.answers):
-                        stats["removed"]["answer"] += 1
-                    elif rank < skip_ranks:
-                        stats["removed"]["rank"] += 1
-                    elif s_pos is not None and sc > (1 - margin) * s_pos:
-                        stats["removed"]["margin"] += 1
-                    else:
-                        pool.append((d, sc))
-                set_pools[row] = pool
-                n += 1
-            pools.append(set_pools)
-        t4 = time.perf_counter()
-        del vecs, index
-    encoder.train(was_training)
-    sizes = [len(p) for sp in pools for p in sp if p is not None]
-    stats.update({"mined_questions": n, "encode_s": round(t1 - t0, 3), "index_s": round(t2 - t1, 3), "search_s": round(t3 - t2, 3),
-                  "filter_s": round(t4 - t3, 3), "seconds": round(t4 - t0, 3), "mean_pool_size": float(np.mean(sizes)) if sizes else 0.0,
-                  "corpus_size": len(ids), **{f"train_recall@{c}": v / max(1, n) for c, v in recall.items()}})
-    return RefreshResult(pools, stats, texts)
+    _swap_pools(sets, result.pools, step, only)
+    if "cursor" in result.stats:  # a partial refresh: version `step` of the cache is now in use
+        state.update(refresh_cache_step=step, refresh_cursor=result.stats["cursor"])
+    record = {"event": "refresh", "step": step, **result.stats}
+    if ddp is None or ddp.main:
+        JsonlLog(out / "refresh_log.jsonl").write(record)
+    log.write(record)
+    return result.stats["seconds"]
 
 
-def pool_log_q(pool: list[tuple[str, float]], h: int, sampler: str = "uniform", temperature: float = 1.0) -> np.ndarray:
-    """log q_h of EVERY member of a scored pool: its probability of being among the h negatives
-    :func:`sample_negatives` draws (docs/method.md §3), whether or not this step drew it. Uniform without
-    replacement: h/L (1 when L <= h); softmax over scores/T, h draws with replacement:
-    1 - (1 - p_j)^h, computed as log(-expm1(h·log1p(-p_j))) so that small p_j keep their digits."""
-    if h == 0 or not pool:
-        return np.full(len(pool), -np.inf)
-    if sampler == "uniform":
-        return np.full(len(pool), 0.0 if len(pool) <= h else math.log(h / len(pool)))
-    if sampler != "softmax":
-        raise InputError(f"unknown sampler {sampler!r}; valid: {', '.join(SAMPLERS)}")
-    p = _softmax(pool, temperature)
-    return np.log(-np.expm1(h * np.log1p(-np.minimum(p, 1 - 1e-16))))
+def _mine(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, state: dict, progress: bool,
+          only) -> RefreshResult:
+    """One refresh's mining on this process: the mining copy of the towers, the (partial)
+    re-encoding, the pools, their statistics and, on the first int8 refresh, the fp32 guard."""
+    from dpr_xrisk.retrieval.tokens import CorpusTokens
+    from dpr_xrisk.runtime.device import encode_batch_size
+
+    # bf16 autocast is for the torch tower only: an int8 or ONNX copy runs its own kernels (and
+    # int8 Linears refuse bf16 inputs), whatever the training precision
+    enc_bf16 = cfg.bf16 and cfg.refresh_backend == "torch" and cfg.refresh_quantize == "none"
+    # the measured encode batch of the path (CPU fp32 16, bf16 64, GPU 128), not a fixed 128
+    bs = encode_batch_size(encoder.device, enc_bf16)
+    emb, extra = None, {"encode_batch_size": bs}
+    if cfg.refresh_max_length is not None:
+        encoder = with_passage_length(encoder, cfg.refresh_max_length)
+        extra["max_length"] = cfg.refresh_max_length
+    fp32_encoder = encoder
+    t0 = time.perf_counter()
+    # the corpus's word pieces, tokenised at the run's first refresh and reused by every later one
+    tokens = CorpusTokens.load_or_build(encoder, cfg.corpus, out / "refresh_tokens", progress=progress)
+    extra["tokens_s"] = round(time.perf_counter() - t0, 3)
+    encoder = _mining_copy(encoder, cfg, out, enc_bf16, extra)
+    if cfg.refresh_fraction is not None:
+        t0 = time.perf_counter()
+        emb, cursor, part = partial_reencode(encoder, cfg.corpus, out / "refresh_cache", step,
+                                             state.get("refresh_cache_step"), state.get("refresh_cursor", 0),
+                                             cfg.refresh_fraction, bf16=enc_bf16, progress=progress, tokens=tokens,
+                                             batch_size=bs)
+        extra.update(part, encode_s=round(time.perf_counter() - t0, 3), cursor=cursor)
+    result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
+                           skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
+                           filter_answers=cfg.filter_answers, bf16=enc_bf16, work_dir=out, embeddings=emb,
+                           progress=progress, tokens=tokens, batch_size=bs, only=only)
+    result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
+                                    + extra.get("cast_s", 0) + extra.get("export_s", 0) + extra["tokens_s"], 3)
+    result.stats.update(extra)
+    if "encode_s" in extra:
+        prune_refresh_cache(out, step)
+    if cfg.refresh_quantize != "none" and cfg.refresh_guard and not state.get("quantize_checked"):
+        result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens, batch_size=bs))
+        state["quantize_checked"] = True
+    return result
 
 
-def _softmax(pool: list[tuple[str, float]], temperature: float) -> np.ndarray:
-    logits = np.array([sc for _, sc in pool], dtype=np.float64) / temperature
-    p = np.exp(logits - logits.max())
-    return p / p.sum()
+def _mining_copy(encoder, cfg: TrainConfig, out: Path, enc_bf16: bool, extra: dict):
+    """The towers the corpus is encoded with: ONNX, bfloat16 weights (CPU), int8, or ``encoder``
+    itself; what making it took goes into ``extra`` (the refresh's log record)."""
+    if cfg.refresh_backend == "onnx":
+        import shutil
+
+        from dpr_xrisk.runtime.onnx_backend import onnx_encoder
+
+        shutil.rmtree(out / "refresh_onnx", ignore_errors=True)  # the towers have changed since the last one
+        encoder, export_s = onnx_encoder(encoder, cfg.refresh_quantize, out / "refresh_onnx")
+        extra["export_s"] = round(export_s, 3)
+    elif enc_bf16 and encoder.device.type == "cpu":
+        from dpr_xrisk.runtime.quantize import bf16_towers
+
+        t0 = time.perf_counter()
+        # a copy with bfloat16 weights: on a CPU 1.2x faster than autocast (quantize.bf16_towers)
+        encoder = bf16_towers(encoder)
+        extra["cast_s"] = round(time.perf_counter() - t0, 3)
+        extra["bf16_weights"] = True
+    elif cfg.refresh_quantize != "none":
+        from dpr_xrisk.runtime.quantize import REFRESH_CALIBRATION, quantized
+
+        t0 = time.perf_counter()
+        # an int8 CPU copy of the current towers, calibrated on the refresh's smaller batch
+        encoder = quantized(encoder, cfg.refresh_quantize, calibration=REFRESH_CALIBRATION)
+        extra["quantize_s"] = round(time.perf_counter() - t0, 3)
+        extra["activation_bits"] = encoder.activation_bits
+        extra["smoothed_channels"] = encoder.smoothed_channels
+        extra["int8_engine"] = encoder.int8_engine
+        extra["calibration"] = list(REFRESH_CALIBRATION)
+    return encoder
 
 
-def sample_negatives(pool: list[tuple[str, float]], h: int, rng: np.random.Generator, sampler: str = "uniform",
-                     temperature: float = 1.0) -> list[tuple[str, float]]:
-    """h negatives from a scored pool with their log inclusion probabilities (docs/method.md §3, :func:`pool_log_q`)."""
-    if h == 0 or not pool:
-        return []
-    log_q = pool_log_q(pool, h, sampler, temperature)
-    if sampler == "uniform":
-        if len(pool) <= h:
-            return [(key, 0.0) for key, _ in pool]
-        picks = rng.choice(len(pool), size=h, replace=False)
-        return [(pool[int(j)][0], float(log_q[int(j)])) for j in picks]
-    picks = sorted(set(rng.choice(len(pool), size=h, replace=True, p=_softmax(pool, temperature)).tolist()))
-    return [(pool[j][0], float(log_q[j])) for j in picks]
+def _swap_pools(sets, pools_per_set, step: int, only) -> None:
+    """The new pools in use from ``step`` on; with ``only``, questions not mined keep their pools
+    (no step before the next refresh draws them)."""
+    for s, pools in zip(sets, pools_per_set):
+        if only is not None:
+            old = s.pools or [[] for _ in pools]
+            pools = [p if p is not None else o for p, o in zip(pools, old)]
+        s.pools, s.pool_source = pools, f"refresh@{step}"
+
+
+def rows_to_mine(cfg: TrainConfig, schedule: "RefreshSchedule", order: DataOrder, weights,
+                 step: int) -> list[list[int]] | None:
+    """The ``only`` of the refresh at ``step``: with ``refresh_questions = "upcoming"`` the rows
+    the steps until the next refresh will draw, else None (every question)."""
+    if cfg.refresh_questions != "upcoming":
+        return None
+    return upcoming_rows(order, len(order.sizes), weights, cfg.seed, step, schedule.next_after(step))
+
+
+def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=None, batch_size: int = 128) -> dict:
+    """The first int8 refresh's quality guard: the same mining with the fp32 towers, compared on
+    256 training questions (pool overlap; share of mined negatives that differ)."""
+    import numpy as np
+
+    from dpr_xrisk.runtime.quantize import check_rows, pool_overlap
+
+    only = check_rows(result.pools, np.random.default_rng([cfg.seed, 11]))  # fp32 mining of the compared questions
+    ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
+                        skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
+                        bf16=False, tokens=tokens, batch_size=batch_size,
+                        only=only)  # fp32, as the guard says, whatever the training precision
+    n, overlap = pool_overlap(ref.pools, result.pools)
+    return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
+            "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}
+
+
+def prune_refresh_cache(out: Path, current: int | None) -> None:
+    """Keep the embedding versions in use now or referred to by a checkpoint on disk."""
+    keep = {current} | {json.loads(p.read_text()).get("refresh_cache_step")
+                        for p in (out / "checkpoints").glob("step-*/state.json")}
+    prune_cache(out / "refresh_cache", keep)
+
+
+def restore_pools(sets, store, saved, corpus) -> None:
+    """On resume: the pools in use when the checkpoint was written, and their passages' texts."""
+    from dpr_xrisk.retrieval.search import load_passage_texts
+
+    wanted = {k for sp in saved for p in sp for k, _ in p} - store.texts.keys()
+    for key, (title, text) in (load_passage_texts(corpus, wanted) if wanted else {}).items():
+        store.add_text(key, title, text)
+    for s, sp in zip(sets, saved):
+        s.pools = [[(k, float(sc)) for k, sc in p] for p in sp]
