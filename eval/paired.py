@@ -1,20 +1,19 @@
-"""Paired comparison of two systems of eval/bench_refresh.py / eval/bench_train_squad.py on the
-same test questions: per-question differences in top-k hits and reciprocal rank, averaged over
-the seeds both systems have, with a 95 % bootstrap interval over questions.
+"""Paired comparison of two systems on the same test questions: per-question differences in top-k
+hits and reciprocal rank, averaged over the seeds both systems have, with a 95 % bootstrap
+interval over questions.
 
-    python eval/paired.py a-dpr-bm25-eqwall c-dpm-refresh-z1 [more systems...]   [--seed 1]
+    python -m eval paired --runs eval/work/full/runs shipped shipped-h3 [more systems...] [--seed 1]
+    python -m eval paired --keep --runs eval/work/full/runs     # keep the ranks of every finished run
 
 Each system after the first is compared with the first. A system's run for seed s is
-<runs>/<system>-s<s>/run.json (``--runs``, default eval/work/refresh/runs; eval/work/fcco/runs
-names its systems minibatch-b32, fcco-b8, ...) (``zero-shot`` has one run, used for every seed).
-Where a run folder under eval/work is gone (a new checkout has no eval/work), the run's
-per-question ranks kept in eval/results/per-question/ (``keep``; the benchmarks write them when a
-run finishes: ranks only, no text or passage id) stand in for it. A kept file records its
-question count and a fingerprint of the run's settings.json; a benchmark that reruns a system
-overwrites it, and a run folder that exists always wins over it.
+<runs>/<system>-s<s>/run.json (``zero-shot`` has one run, used for every seed). Where a run folder
+under eval/work is gone (a new checkout has no eval/work), the run's per-question ranks kept in
+eval/results/per-question/ (``keep``; the protocols write them when a run finishes: ranks only,
+no text or passage id) stand in for it. A kept file records its question count and a fingerprint
+of the run's settings.json; a rerun overwrites it, and a run folder that exists always wins.
 The per-question numbers are the DPR answer flags (``has_answer``) the search stored, so top-k
 here equals `dpr-xrisk evaluate`'s top-k; RR@10 is by answer here (first answer-bearing rank),
-not by the question's own paragraph as the benchmarks' MRR@10.
+not by the question's own paragraph as the SQuAD protocol's MRR@10.
 """
 
 from __future__ import annotations
@@ -22,16 +21,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval.harness import RESULTS, WORK
 
-from _common import RESULTS, WORK  # noqa: E402
-
-RUNS = WORK / "refresh" / "runs"  # --runs eval/work/fcco/runs for eval/bench_fcco_batch.py
+RUNS = WORK / "full" / "runs"  # the SQuAD protocol's runs (--runs for any other)
 KS = (1, 5, 20)
 KEPT = RESULTS / "per-question"  # first_hit of finished runs, by their path under eval/work
 NONE = 10 ** 6  # first_hit of a question with no answer-bearing passage in the run
@@ -173,8 +169,8 @@ def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Pa
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m eval paired", description=__doc__.split("\n\n")[0])
     ap.add_argument("base", nargs="?")
     ap.add_argument("others", nargs="*")
     ap.add_argument("--keep", action="store_true",
@@ -184,7 +180,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the comparisons as JSON")
     ap.add_argument("--seed", type=int, action="append", default=None, dest="seeds",
                     help="only this seed (repeatable; default: every seed both systems have finished)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.keep:
         if not args.runs.is_dir():
             ap.error(f"--runs {args.runs}: no such folder")
@@ -206,6 +202,3 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 
-
-if __name__ == "__main__":
-    main()

@@ -1,19 +1,17 @@
-"""eval/bench_nq.py's input checks (the benchmark itself trains MiniLM: not a test) and the seed
-filter of eval/paired.py that it relies on."""
+"""The NQ protocol's input checks (eval/nq.py; the benchmark itself trains MiniLM: not a test), its
+run settings (those eval/bench_nq.py recorded, so its run folders are adopted) and the seed filter
+of eval/paired.py that it relies on."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
-
-import bench_nq  # noqa: E402
-import paired  # noqa: E402
+from eval import harness, nq, paired
+from eval.__main__ import main as eval_main
 
 
 def _ctx(pid, text="some text"):
@@ -29,8 +27,12 @@ def _files(tmp_path: Path, corpus_ids=("p1", "p2", "p3", "d1", "d2", "d3", "d4")
     (tmp_path / "test.qa.tsv").write_text("".join(f"test question {i}\t{a}\n" for i, a in enumerate(test_answers))
                                           + "Question 0\t[\"z\"]\n")
     (tmp_path / "psgs.tsv").write_text("id\ttext\ttitle\n" + "".join(f"{c}\ttext of {c}\tTitle {c}\n" for c in corpus_ids))
-    return ["--train", str(tmp_path / "train.json"), "--test", str(tmp_path / "test.qa.tsv"),
-            "--corpus", str(tmp_path / "psgs.tsv"), "--work", str(tmp_path / "work")]
+    return ["--set", f"train={tmp_path / 'train.json'}", "--set", f"test={tmp_path / 'test.qa.tsv'}",
+            "--set", f"corpus={tmp_path / 'psgs.tsv'}", "--work", str(tmp_path / "work")]
+
+
+def _path(argv: list[str], key: str) -> Path:
+    return Path(next(a.split("=", 1)[1] for a in argv if a.startswith(f"{key}=")))
 
 
 def _prepare(argv: list[str], **extra):
@@ -38,8 +40,9 @@ def _prepare(argv: list[str], **extra):
 
     ns = dict(train_questions=10 ** 9, refresh_sample=2, batch_size=2)
     ns.update(extra)
-    args = argparse.Namespace(train=Path(argv[1]), test=Path(argv[3]), corpus=Path(argv[5]), work=Path(argv[7]), **ns)
-    return bench_nq.prepare(args)
+    args = argparse.Namespace(train=_path(argv, "train"), test=_path(argv, "test"), corpus=_path(argv, "corpus"),
+                              work=Path(argv[-1]), **ns)
+    return nq.prepare(args)
 
 
 def test_prepare_counts_and_training_corpus(tmp_path):
@@ -63,7 +66,7 @@ def test_subset_of_training_questions(tmp_path):
 
 def _main_error(argv, capsys) -> str:
     with pytest.raises(SystemExit) as e:
-        bench_nq.main(argv)
+        eval_main(["run", "nq", "--systems", "zero-shot", "recommended", *argv])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
@@ -78,9 +81,9 @@ def test_corpus_without_the_training_positives_is_refused(tmp_path, capsys):
 
 def test_positive_without_passage_id_is_refused(tmp_path, capsys):
     argv = _files(tmp_path)
-    train = json.loads(Path(argv[1]).read_text())
+    train = json.loads(_path(argv, "train").read_text())
     del train[1]["positive_ctxs"][0]["passage_id"]
-    Path(argv[1]).write_text(json.dumps(train))
+    _path(argv, "train").write_text(json.dumps(train))
     assert "1 positive passage(s) have no passage_id" in _main_error(argv, capsys)
 
 
@@ -90,7 +93,7 @@ def test_test_question_without_answers_is_refused(tmp_path, capsys):
 
 def test_malformed_training_file_is_one_line(tmp_path, capsys):
     argv = _files(tmp_path)
-    Path(argv[1]).write_text('{"question": "not a list"}')
+    _path(argv, "train").write_text('{"question": "not a list"}')
     assert "expected a JSON list" in _main_error(argv, capsys)
 
 
@@ -132,8 +135,8 @@ def test_prepared_data_is_reused_only_for_the_same_inputs(tmp_path, capsys):
     again = _prepare(argv)
     assert "reusing" in capsys.readouterr().out and again["stats"] == first["stats"]
     assert again["train_positives"] == first["train_positives"]
-    train = json.loads(Path(argv[1]).read_text())
-    Path(argv[1]).write_text(json.dumps(train[1:]))  # other training data: prepared afresh
+    train = json.loads(_path(argv, "train").read_text())
+    _path(argv, "train").write_text(json.dumps(train[1:]))  # other training data: prepared afresh
     assert _prepare(argv)["stats"]["train_questions"] == 2 and "reusing" not in capsys.readouterr().out
 
 
@@ -141,5 +144,51 @@ def test_test_questions_without_numeric_ids_are_refused(tmp_path, capsys):
     argv = _files(tmp_path)
     jsonl = tmp_path / "test.jsonl"  # ids of its own: paired.py aligns runs by numeric qid
     jsonl.write_text('{"id": "q1", "question": "who?", "answers": ["x"]}\n')
-    argv[3] = str(jsonl)
+    argv[3] = f"test={jsonl}"
     assert "question ids must be numbers" in _main_error(argv, capsys)
+
+
+def _legacy_data():
+    """The prepared data of the live nq-1 run (eval/bench_nq.py, 20k distractors, seeds 0-2)."""
+    fps = {"train": "1176119-5dd81c60b97324c1-c9a26e539080317d", "test": "32044-90a4e07a38a4714e-90a4e07a38a4714e",
+           "corpus": "16111389-564da962bb3b3c69-4985003d0397bbad"}
+    return {"inputs": {k: {"path": f"/x/{k}", "fingerprint": v} for k, v in fps.items()},
+            "stats": {"train_questions": 1624, "corpus_passages": 24043}}
+
+
+def test_settings_are_those_bench_nq_recorded():
+    """The run folders of eval/bench_nq.py are adopted unchanged: the settings of zero-shot,
+    recommended and st-mnrl have its keys and values (the zero-shot dict is the one its live run
+    stamped; the trained ones as its settings_of built them)."""
+    import dpr_xrisk
+
+    exp = harness.load_experiment("nq")
+    params = harness.params_of(exp, {}, tiny=False)
+    data, fp = _legacy_data(), {k: v["fingerprint"] for k, v in _legacy_data()["inputs"].items()}
+    assert nq.settings_of(exp, params, data, "zero-shot", 0) == {
+        "system": "zero-shot", "protocol": "nq-1", "test": fp["test"], "corpus": fp["corpus"], "bf16": True}
+    trained = {"protocol": "nq-1", "test": fp["test"], "corpus": fp["corpus"], "bf16": True, "train": fp["train"],
+               "train_questions": 1624, "seed": 2, "epochs": 2.0, "refresh_sample": 0, "corpus_size": 24043,
+               "version": dpr_xrisk.__version__}
+    # code: the recipe file's SHA-256 at 19d287b, and eval/_st_mnrl.py's (an edit makes its runs other runs)
+    assert nq.settings_of(exp, params, data, "recommended", 2) == {**trained, "system": "recommended",
+                                                                     "code": "eb89bce2461db26e"}
+    assert nq.settings_of(exp, params, data, "st-mnrl", 2) == {**trained, "system": "st-mnrl",
+                                                                 "code": "1357358d3c516f95", "max_length": 256}
+    # a system added since says what sets it apart
+    assert nq.settings_of(exp, params, data, "recommended-z0", 0)["spec"] == {"zeta_scale": 0.0}
+
+
+def test_a_changed_recipe_base_is_refused_under_the_old_code_label():
+    exp = harness.load_experiment("nq")
+    exp.raw["bases"]["recipe"] = {**exp.raw["bases"]["recipe"], "lr": 3e-5}
+    with pytest.raises(SystemExit, match="not the one its code label"):
+        nq.settings_of(exp, harness.params_of(exp, {}, tiny=False), _legacy_data(), "recommended", 0)
+
+
+def test_corpus_choice_is_a_parameter():
+    exp = harness.load_experiment("nq")
+    assert nq.results_path(harness.params_of(exp, {}, tiny=False)).name == "nq-20k.json"
+    p = harness.params_of(exp, harness.parse_sets(["distractors=100000"]), tiny=False)
+    assert nq.inputs.__doc__ and nq.corpus_name(p["distractors"]) == "corpus-100k.tsv"
+    assert nq.results_path(p).name == "nq-100k.json"

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
-
-import paired  # noqa: E402
+from eval import harness, paired
 
 
 def _run(d: Path, answer_ranks: list[int | None], k: int = 20) -> None:
@@ -101,50 +98,51 @@ def test_keep_cli_writes_finished_runs_and_refuses_a_missing_folder(dirs, monkey
     runs, kept = dirs
     _run(runs / "sys-s0", [0, 2])
     (runs / "sys-s1").mkdir()  # unfinished: nothing to keep
-    monkeypatch.setattr(sys, "argv", ["paired.py", "--keep", "--runs", str(runs)])
-    paired.main()
+    paired.main(["--keep", "--runs", str(runs)])
     assert sorted(p.name for p in (kept / "bench" / "runs").iterdir()) == ["sys-s0.json"]
-    monkeypatch.setattr(sys, "argv", ["paired.py", "--keep", "--runs", str(runs.parent / "nope")])
     with pytest.raises(SystemExit) as e:
-        paired.main()
+        paired.main(["--keep", "--runs", str(runs.parent / "nope")])
     assert e.value.code == 2 and "no such folder" in capsys.readouterr().err
 
 
-def test_bench_full_refuses_a_zero_eqwall_step_count(monkeypatch, capsys):
-    """--eqwall-steps 0 would read as "not given" and train the full schedule under the equal-time
-    name: refused before any data is touched."""
-    import bench_full
+def test_squad_refuses_a_negative_eqwall_step_count(monkeypatch, capsys):
+    """eqwall_steps below 0 is refused before any data is touched (0 = size the runs from loop times)."""
+    from eval import squad
+    from eval.__main__ import main
 
-    monkeypatch.setattr(sys, "argv", ["bench_full.py", "--eqwall-steps", "0"])
-    monkeypatch.setattr(bench_full, "prepare", lambda args: pytest.fail("prepare ran"))
+    monkeypatch.setattr(squad, "prepare", lambda base, params: pytest.fail("prepare ran"))
     with pytest.raises(SystemExit) as e:
-        bench_full.main()
-    assert e.value.code == 2 and "at least 1" in capsys.readouterr().err
+        main(["run", "squad", "--set", "eqwall_steps=-1"])
+    assert "at least 1" in str(e.value)
 
 
-def test_bench_full_sizes_equal_time_runs_from_a_dpr_run_at_their_own_settings():
+def test_squad_sizes_equal_time_runs_from_a_dpr_run_at_their_own_settings():
     """An equal-wall-time DPR run is sized by the time per step of a DPR run at its own settings
     (a step at 256 word pieces without dropout costs other time than one at 128 with it): every
-    EQWALL timer trains with the settings of the runs it sizes, dpr-eqwall-h3 takes
+    eqwall timer trains with the settings of the runs it sizes, dpr-eqwall-h3 takes
     dpr-eqwall-p256's steps, and where no such run exists the sizing is refused, not guessed."""
-    import bench_full
+    from eval import squad
 
-    for system, (ref, timer) in bench_full.EQWALL.items():
-        assert ref in bench_full.SYSTEMS and bench_full.SYSTEMS[system][1] is not None
-        if timer is not None:
-            assert bench_full.SYSTEMS[timer][1] == bench_full.SYSTEMS[system][1], (system, timer)
+    exp = harness.load_experiment("squad")
+    for system, spec in exp.systems.items():
+        if "eqwall" in spec:
+            assert spec["eqwall"]["ref"] in exp.systems and not spec.get("retired")
+            if spec["eqwall"].get("timer"):
+                assert harness.train_config(exp, spec["eqwall"]["timer"]) == harness.train_config(exp, system), system
     rec = lambda steps, loop: {"steps": steps, "undisturbed_loop_s": loop}
     # the 128-word-piece dpr run (3.6 s a step) must not size it: only dpr-eqwall-p256 does
     recs = {"shipped-h3": {0: rec(442, 2789.2)}, "dpr": {0: rec(442, 1581.0)},
             "dpr-eqwall-p256": {0: rec(500, 1529.8)}}
-    steps, why = bench_full.eqwall_steps("dpr-eqwall-h3", recs, 0, 0)
+    steps, why = squad.eqwall_steps(exp, "dpr-eqwall-h3", recs, 0, 0)
     assert steps == round(500 * 2789.2 / 1529.8) == 912 and "dpr-eqwall-p256" in why
-    assert bench_full.eqwall_steps("dpr-eqwall-h3", {"shipped-h3": recs["shipped-h3"], "dpr": recs["dpr"]}, 0, 0) \
+    assert squad.eqwall_steps(exp, "dpr-eqwall-h3", {"shipped-h3": recs["shipped-h3"], "dpr": recs["dpr"]}, 0, 0) \
         == (None, "waits for shipped-h3 (seed 0) and dpr-eqwall-p256 (seed 0)")
-    steps, why = bench_full.eqwall_steps("dpr-eqwall-p256", {**recs, "shipped": {0: rec(442, 1445.9)}}, 0, 0)
-    assert steps is None and "--eqwall-steps" in why
-    assert bench_full.eqwall_steps("dpr-eqwall", {"recommended": {0: rec(442, 3000.0)}, "dpr": recs["dpr"]}, 0, 0)[0] \
-        == round(442 * 3000.0 / 1581.0)
+    steps, why = squad.eqwall_steps(exp, "dpr-eqwall-p256", {**recs, "shipped": {0: rec(442, 1445.9)}}, 0, 0)
+    assert steps is None and "eqwall_steps" in why
+    # a timer of other settings is an error of the experiment file, never a silent sizing
+    exp.systems["dpr-eqwall-h3"]["eqwall"] = {"ref": "shipped-h3", "timer": "dpr"}
+    with pytest.raises(ValueError, match="does not size"):
+        squad.eqwall_steps(exp, "dpr-eqwall-h3", recs, 0, 0)
 
 
 def test_two_runs_in_one_folder_keep_their_own_ranks(tmp_path):
@@ -199,14 +197,11 @@ def test_seed_option_limits_the_comparison_to_that_seed(dirs, monkeypatch, capsy
     _run(runs / "a-s1", [0, 0, 0, 0])
     _run(runs / "b-s0", [0, 0, 0, 0])  # ties a on seed 0 ...
     _run(runs / "b-s1", [None, None, None, None])  # ... and loses every question on seed 1
-    monkeypatch.setattr(sys, "argv", ["paired.py", "--runs", str(runs), "a", "b", "--seed", "1"])
-    paired.main()
+    paired.main(["--runs", str(runs), "a", "b", "--seed", "1"])
     row = capsys.readouterr().out.strip().splitlines()[-1]
     assert row.startswith("| b | 1 | -1.0000 [-1.0000, -1.0000]"), row
-    monkeypatch.setattr(sys, "argv", ["paired.py", "--runs", str(runs), "a", "b"])
-    paired.main()
+    paired.main(["--runs", str(runs), "a", "b"])
     row = capsys.readouterr().out.strip().splitlines()[-1]
     assert row.startswith("| b | 0,1 | -0.5000 [-0.5000, -0.5000]"), row
-    monkeypatch.setattr(sys, "argv", ["paired.py", "--runs", str(runs), "a", "b", "--seed", "2"])
     with pytest.raises(SystemExit, match="no common seed"):
-        paired.main()
+        paired.main(["--runs", str(runs), "a", "b", "--seed", "2"])

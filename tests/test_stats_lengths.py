@@ -1,15 +1,12 @@
-"""eval/stats_lengths.py's answer position against a naive check: tokenise the passage truncated at
+"""The SQuAD protocol's length statistic (eval/squad.py, `python -m eval lengths`): the answer position against a naive check: tokenise the passage truncated at
 L word pieces, as the encoder does, and look for the answer's word pieces in what is left."""
 
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "eval"))
-
-import stats_lengths  # noqa: E402
+from eval import squad
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "passages.tsv"
 
@@ -33,7 +30,7 @@ def test_answer_end_matches_truncation(tiny_model_dir):
             after = r["text"][first + len(w):first + len(w) + 1]
             if not w.isalpha() or (first > 0 and r["text"][first - 1] != " ") or (after and after.isalnum()):
                 continue
-            n, end = stats_lengths.answer_end_token(tok, r["title"], r["text"], [w])
+            n, end = squad.answer_end_token(tok, r["title"], r["text"], [w])
             joined = f"{r['title']} {r['text']}"
             assert end is not None and n == len(tok(joined)["input_ids"])
             # the naive rule: the answer's pieces (as they tokenise in context) inside the truncated ids
@@ -55,13 +52,13 @@ def test_answer_not_in_passage_and_earliest_answer(tiny_model_dir):
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     text = "the quick brown fox jumps over the lazy dog near the river"
-    n, end = stats_lengths.answer_end_token(tok, "fox", text, ["zebra"])
+    n, end = squad.answer_end_token(tok, "fox", text, ["zebra"])
     assert end is None and n == len(tok(f"fox {text}")["input_ids"])
     # of two answers the earlier occurrence counts; the title is not searched ("fox" is the title too)
-    _, e1 = stats_lengths.answer_end_token(tok, "fox", text, ["river", "quick"])
-    _, e2 = stats_lengths.answer_end_token(tok, "fox", text, ["quick"])
+    _, e1 = squad.answer_end_token(tok, "fox", text, ["river", "quick"])
+    _, e2 = squad.answer_end_token(tok, "fox", text, ["quick"])
     assert e1 == e2 == len(tok("fox the quick", add_special_tokens=False)["input_ids"]) + 1
-    _, e3 = stats_lengths.answer_end_token(tok, "fox", text, ["fox"])
+    _, e3 = squad.answer_end_token(tok, "fox", text, ["fox"])
     assert e3 == len(tok("fox the quick brown fox", add_special_tokens=False)["input_ids"]) + 1
 
 
@@ -69,8 +66,8 @@ def test_main_missing_train_file_says_how_to_make_it(tmp_path):
     import pytest
 
     with pytest.raises(SystemExit) as e:
-        stats_lengths.main(["--train", str(tmp_path / "train.json"), "--out", str(tmp_path / "o.json")])
-    assert "train.json is missing" in str(e.value) and "bench_full.py" in str(e.value)
+        squad.lengths(tmp_path / "train.json", tmp_path / "o.json")
+    assert "train.json is missing" in str(e.value) and "python -m eval run squad" in str(e.value)
 
 
 def test_main_counts_records_without_positive_and_refuses_malformed(tmp_path, tiny_model_dir):
@@ -88,9 +85,9 @@ def test_main_counts_records_without_positive_and_refuses_malformed(tmp_path, ti
             {"question": "q3", "answers": ["zulu"], "positive_ctxs": [{"title": "t", "text": "short text"}]}]
     train = tmp_path / "train.json"
     train.write_text(json.dumps(recs))
-    out = stats_lengths.main(["--train", str(train), "--out", str(tmp_path / "o.json")], tokenizer=tok)
+    out = squad.lengths(train, tmp_path / "o.json", tokenizer=tok)
     assert (out["records"], out["no_positive"], out["questions"], out["answer_not_found"]) == (3, 1, 2, 1)
-    n1, end1 = stats_lengths.answer_end_token(tok, "t", text, ["omega"])
+    n1, end1 = squad.answer_end_token(tok, "t", text, ["omega"])
     n3 = len(tok("t short text")["input_ids"])
     for r in out["rows"]:  # denominators: the 2 usable questions, not the 3 records
         L = r["max_length"]
@@ -100,8 +97,8 @@ def test_main_counts_records_without_positive_and_refuses_malformed(tmp_path, ti
     # every record without a positive: a clear exit, not a division by zero
     train.write_text(json.dumps([recs[1]]))
     with pytest.raises(SystemExit, match="none of its 1 records has a positive"):
-        stats_lengths.main(["--train", str(train), "--out", str(tmp_path / "o.json")], tokenizer=tok)
+        squad.lengths(train, tmp_path / "o.json", tokenizer=tok)
     # a malformed record stops with its number (the toolkit's reader validates it)
     train.write_text(json.dumps([{"answers": ["x"], "positive_ctxs": []}]))
     with pytest.raises(InputError, match="record 0"):
-        stats_lengths.main(["--train", str(train), "--out", str(tmp_path / "o.json")], tokenizer=tok)
+        squad.lengths(train, tmp_path / "o.json", tokenizer=tok)
