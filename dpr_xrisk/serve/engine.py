@@ -189,11 +189,22 @@ class Retriever:
         return out
 
     def _bm25(self, asked) -> dict:
-        """BM25 exactly as :func:`~dpr_xrisk.retrieval.bm25.bm25_search` runs it, on the searcher
-        opened once at start-up (that function opens the index on every call)."""
-        hits = self.searcher.batch_search([t for _, t, _ in asked], [qid for qid, _, _ in asked],
-                                          k=max(d for _, _, d in asked), threads=self.threads or 1)
-        return {qid: [(h.docid, float(h.score)) for h in hits.get(qid, [])] for qid, _, _ in asked}
+        """BM25 as :func:`~dpr_xrisk.retrieval.bm25.bm25_search` runs it (one past the cut, a tie
+        across the cut fetched to its end, ties by passage id), on the searcher opened once at
+        start-up: that function opens the index on every call."""
+        from dpr_xrisk.retrieval.bm25 import ranked
+
+        k = max(d for _, _, d in asked)
+        hits = self.searcher.batch_search([t for _, t, _ in asked], [qid for qid, _, _ in asked], k=k + 1,
+                                          threads=self.threads or 1)
+        run = {}
+        for qid, text, _ in asked:
+            found, depth = [(h.docid, float(h.score)) for h in hits.get(qid, [])], k + 1
+            while len(found) == depth and found[k][1] == found[k - 1][1]:
+                depth *= 2
+                found = [(h.docid, float(h.score)) for h in self.searcher.search(text, k=depth)]
+            run[qid] = ranked(found)[:k]
+        return run
 
     def _result(self, text: str, q: Query, record: dict, answers) -> dict:
         hits = []
@@ -275,6 +286,9 @@ def load_retriever(index: Sequence[str | Path], bm25_index=None, corpus=None, mo
         raise InputError(f"the index names passage {missing!r}, which is not in the corpus", texts_from)
     searcher = None
     if bm25_index is not None:
+        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+
+        check_same_corpus(bm25_index, meta, [i for _, ids, _ in loaded for i in ids])  # as `search` checks it
         searcher = open_bm25(bm25_index)
     info = {
         "model": meta["model"], "fingerprint": meta["fingerprint"],
