@@ -79,7 +79,7 @@ def test_convert_dataset_writes_more_rows_than_one_batch(tmp_path):
 
 def test_table_bad_inputs_are_one_line_errors(tmp_path, tiny_model_dir):
     pq.write_table(pa.table({"id": ["a", "b"], "text": [1, 2]}), tmp_path / "t.parquet")
-    with pytest.raises(InputError, match=r"t.parquet:1: row has no id or a text that is not a string"):
+    with pytest.raises(InputError, match=r"t.parquet: column 'text' is integer, expected string"):
         list(read_passages(tmp_path / "t.parquet"))
     pq.write_table(pa.table({"id": ["a", "a"], "text": ["x", "y"]}), tmp_path / "d.parquet")
     with pytest.raises(InputError, match=r"d.parquet:2: duplicate passage id 'a'"):

@@ -120,8 +120,10 @@ def test_empty_run_bad_k_and_unknown_qrels_docs_are_errors(tmp_path, twenty_one)
     empty = write(tmp_path / "empty.json", "{}")
     assert "the run holds no questions" in cli("evaluate", "--run", empty, "--qrels", qrels, code=2)
     for k in ("0", "-1"):
-        assert "--k must be a positive integer" in cli("evaluate", "--run", run, "--qrels", qrels, "--k", k, code=2)
-    assert "--qrels-k must be a positive integer" in cli("evaluate", "--run", run, "--qrels", qrels, "--qrels-k", 0, code=2)
+        out = cli("evaluate", "--run", run, "--qrels", qrels, "--k", k, code=2)
+        assert "Invalid value for '--k'" in out and ">= 1" in out.replace("greater than or equal to", ">=")
+        assert out.count("\n") == 1  # one line, not Typer's usage box
+    assert "Invalid value for '--qrels-k'" in cli("evaluate", "--run", run, "--qrels", qrels, "--qrels-k", 0, code=2)
     sample_qrels = write(tmp_path / "sq.txt", "0 0 s1 1\n1 0 nowhere 1\n")
     sample_run = write(tmp_path / "sr.trec", "0 Q0 s1 1 1.0 t\n1 Q0 s2 1 1.0 t\n")
     assert "judge 1 document id(s) not in the corpus, e.g. 'nowhere'" in cli(
@@ -142,7 +144,7 @@ def test_encode_refuses_a_finished_folder_of_another_corpus(tmp_path, tiny_model
     first = np.load(emb / "embeddings-00000-of-00001.npy")
     cli("encode", "--model", tiny_model_dir, "--corpus", SAMPLE / "passages.tsv", "--out", emb)  # same: kept
     other = other_corpus(tmp_path)
-    assert "finished encoding of another corpus" in cli("encode", "--model", tiny_model_dir, "--corpus", other,
+    assert "finished encoding with other settings (corpus" in cli("encode", "--model", tiny_model_dir, "--corpus", other,
                                                         "--out", emb, code=2)
     cli("encode", "--model", tiny_model_dir, "--corpus", other, "--out", emb, "--overwrite")
     meta = json.loads((emb / "meta-00000-of-00001.json").read_text())
@@ -172,7 +174,7 @@ def test_killed_encode_does_not_resume_with_another_corpus_of_the_same_size(tmp_
     finally:
         del tiny_encoder.encode_passages
     assert (tmp_path / "emb" / "progress-00000-of-00001.json").exists()
-    with pytest.raises(InputError, match="unfinished run with another model or corpus"):
+    with pytest.raises(InputError, match=r"unfinished encoding with other settings \(corpus .*passages.tsv"):
         encode_corpus(tiny_encoder, other_corpus(tmp_path), tmp_path / "emb", chunk_size=64, progress=False)
 
 

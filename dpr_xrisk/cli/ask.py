@@ -154,11 +154,14 @@ class PassageLookup:
                 return passage_from_json(json.loads(line)).id
             except (ValueError, AttributeError, InputError):
                 return None  # a blank or malformed line: the corpus reader refused it at encode time
-        from dpr_xrisk.io.passages import DPR_HEADER
+        from dpr_xrisk.io.passages import is_header
 
         fields = _split_tsv(line, self.file, 0)
-        if [f.strip().lower() for f in fields] == DPR_HEADER:
-            return None  # the header line is not a passage
+        try:
+            if is_header(fields):
+                return None  # the header line is not a passage
+        except InputError:
+            return None  # a header in another order: the corpus reader refused it at encode time
         return fields[0].strip() or None
 
 

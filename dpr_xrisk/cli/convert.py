@@ -44,6 +44,9 @@ def dataset(
     """Any supported file -> a 🤗 datasets folder (Dataset.save_to_disk) with DPR's columns."""
     from dpr_xrisk.errors import unknown_name
     from dpr_xrisk.io.arrow import write_dataset
+    from dpr_xrisk.io.common import check_apart
+
+    check_apart(input, out, "input")
 
     if kind == "passages":
         from dpr_xrisk.io.passages import read_passages

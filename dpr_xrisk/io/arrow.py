@@ -31,11 +31,24 @@ def _parquet_files(p: Path) -> list[Path]:
     return [p] if p.is_file() else sorted(p.glob("*.parquet"))
 
 
+def _check_not_dict(p: Path) -> None:
+    """A ``DatasetDict`` folder holds one folder per split: name them, so the user can pick one."""
+    if p.is_dir() and (p / "dataset_dict.json").exists():
+        import json
+
+        try:
+            splits = json.loads((p / "dataset_dict.json").read_text()).get("splits") or []
+        except (ValueError, AttributeError, OSError):
+            splits = []
+        splits = [str(s) for s in splits] or sorted(d.name for d in p.iterdir() if (d / "state.json").exists())
+        hint = f": give one split's folder, e.g. {p / splits[0]}" if splits else ": give the folder of one split"
+        raise InputError(f"holds several splits (a DatasetDict: {', '.join(splits) or 'none found'}){hint}", p)
+
+
 def _open_saved(p: Path):
     import datasets
 
-    if (p / "dataset_dict.json").exists():
-        raise InputError("holds several splits (a DatasetDict); give the folder of one split", p)
+    _check_not_dict(p)
     datasets.disable_progress_bars()
     try:
         return datasets.load_from_disk(str(p))
@@ -43,24 +56,64 @@ def _open_saved(p: Path):
         raise InputError(f"cannot load the dataset ({type(e).__name__}: {e})", p) from None
 
 
-def column_names(path: str | Path) -> list[str]:
+def schema(path: str | Path):
+    """The table's pyarrow schema (column names and types)."""
     p = Path(path)
+    _check_not_dict(p)
     if p.is_dir() and (p / "state.json").exists():
-        return list(_open_saved(p).column_names)
+        return _open_saved(p).features.arrow_schema
     import pyarrow.parquet as pq
 
     files = _parquet_files(p)
+    if not files:
+        raise InputError("no Parquet files and no saved dataset in this folder", p)
     try:
-        names = [pq.read_schema(f).names for f in files]
+        schemas = [pq.read_schema(f) for f in files]
     except Exception as e:  # noqa: BLE001
         raise InputError(f"cannot read the Parquet schema ({e})", p) from None
-    if any(n != names[0] for n in names):
+    if any(s.names != schemas[0].names for s in schemas):
         raise InputError("Parquet shards with different columns", p)
-    return names[0]
+    return schemas[0]
+
+
+def column_names(path: str | Path) -> list[str]:
+    return list(schema(path).names)
+
+
+def _kind(t) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_null(t):
+        return "null"
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and _kind(t.value_type) in ("string", "null"):
+        return "list of strings"
+    return str(t)
+
+
+def check_column_types(path, want: dict[str, tuple[str, ...]]) -> None:
+    """Each column named in ``want`` (if present) must be of one of the kinds given ("string",
+    "integer", "list of strings"; an all-null column passes): a type that would be read wrongly in
+    silence -- float ids read as "1.0", a list of answers stored as one string -- is an error
+    naming the column and its type."""
+    sch = schema(path)
+    for name, kinds in want.items():
+        if name not in sch.names:
+            continue
+        kind = _kind(sch.field(name).type)
+        if kind != "null" and kind not in kinds:
+            hint = {"id": " (ids would read as '1.0'; store them as strings or integers)",
+                    "answers": " (a list stored as one string? store a list column, e.g. [\"a\", \"b\"])"}
+            key = "id" if name in ("id", "_id", "docid", "qid") else name
+            raise InputError(f"column {name!r} is {kind}, expected {' or '.join(kinds)}{hint.get(key, '')}", path)
 
 
 def num_rows(path: str | Path) -> int:
     p = Path(path)
+    _check_not_dict(p)
     if p.is_dir() and (p / "state.json").exists():
         return len(_open_saved(p))
     import pyarrow.parquet as pq
@@ -83,6 +136,7 @@ def require_columns(path, present: Iterable[str], needed: list[str | tuple[str, 
 def iter_rows(path: str | Path, columns: list[str]) -> Iterator[tuple[int, dict]]:
     """(1-based row number, {column: value}) for the given columns, one record batch at a time."""
     p = Path(path)
+    _check_not_dict(p)
     row = 0
     if p.is_dir() and (p / "state.json").exists():
         ds = _open_saved(p).select_columns(columns)

@@ -129,6 +129,15 @@ def _user_paths(e: BaseException, tmp: Path, final: Path) -> None:
         e.args = (e.args[0].replace(t, f), *e.args[1:])
 
 
+def check_apart(source, out, what: str) -> None:
+    """``out`` must be neither the ``source`` folder a command reads nor inside it nor around it:
+    with --overwrite the output would replace (or be written into) its own input."""
+    src, dst = Path(source).resolve(), Path(out).resolve()
+    if src == dst or src in dst.parents or dst in src.parents:
+        rel = "is" if src == dst else ("is inside" if src in dst.parents else "contains")
+        raise InputError(f"--out {rel} the {what} it is made from ({source}); give another --out", out)
+
+
 @contextlib.contextmanager
 def staged_files(paths) -> Iterator[list[Path]]:
     """Temp paths beside each of ``paths`` (files, all checked first); on success every one is

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.biencoder import write_biencoder
-from dpr_xrisk.io.common import load_json, write_json
+from dpr_xrisk.io.common import _user_paths, check_output, load_json, write_json
 from dpr_xrisk.io.passages import Passage, read_passages, write_passages_tsv
 from dpr_xrisk.io.questions import Question, read_questions, write_qa_tsv
 from dpr_xrisk.io.trec import read_qrels, write_qrels
@@ -27,13 +27,15 @@ from dpr_xrisk.io.trec import read_qrels, write_qrels
 def staged(out_dir) -> Iterator[Path]:
     """Write a conversion's files into a temp folder beside ``out_dir`` and move them in only when
     all are written: a failed conversion leaves nothing behind (and creates no ``out_dir``)."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError("exists and is not a folder", out)
+    out = check_output(out_dir, folder=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        yield tmp
+        try:
+            yield tmp
+        except BaseException as e:
+            _user_paths(e, tmp, out)  # messages name the user's folder, never the temp one
+            raise
         out.mkdir(exist_ok=True)
         for f in sorted(tmp.iterdir()):
             os.replace(f, out / f.name)
@@ -73,7 +75,13 @@ def _write_split(out: Path, split: str, items: list[tuple[Question, list[Passage
 
 def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0, id_prefix: str = "squad") -> dict:
     """Paragraphs become passages (``<prefix>-<article>-<paragraph>``), questions keep their
-    distinct answer strings; articles are split train/test by ``test_fraction``."""
+    distinct answer strings; articles are split train/test by ``test_fraction``.
+
+    The paragraph is each question's positive, so an answer string must occur in it (as text,
+    after whitespace normalisation; SQuAD's own answers always do): an answer that does not is
+    dropped, and a question left without answers is dropped, both counted in the returned
+    counts and ``convert-meta.json`` (``dropped_answers``, ``dropped_questions``). What was
+    written is read back and checked before it is moved into ``out_dir``."""
     data = load_json(squad_json)
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise InputError("not a SQuAD file (expected {'data': [{'title', 'paragraphs'}]})", squad_json)
@@ -84,6 +92,7 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
     n_test = round(len(articles) * test_fraction)
     test_articles = set(articles[:n_test])
     passages, splits = [], {"train": [], "test": []}
+    dropped = {"dropped_answers": 0, "dropped_questions": 0}
     for a, article in enumerate(data["data"]):
         if not isinstance(article, dict):
             raise InputError(f"data[{a}] is not an article object", squad_json)
@@ -97,7 +106,13 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
                 question = _squad_text(qa, "question", squad_json, at)
                 texts = [_squad_text(x, "text", squad_json, f"{at}.answers[{m}]")
                          for m, x in enumerate(_squad_list(qa, "answers", squad_json, at))]
-                q = Question("", question, tuple(dict.fromkeys(texts)))
+                texts = list(dict.fromkeys(texts))
+                kept = [t for t in texts if t in psg.text]  # both whitespace-normalised by _squad_text
+                dropped["dropped_answers"] += len(texts) - len(kept)
+                if texts and not kept:
+                    dropped["dropped_questions"] += 1
+                    continue  # its paragraph holds none of its answers: not a positive for it
+                q = Question("", question, tuple(kept))
                 splits["test" if a in test_articles else "train"].append((q, [psg]))
     with staged(out_dir) as out:
         write_passages_tsv(out / "passages.tsv", passages)
@@ -106,9 +121,33 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
             if items:
                 _write_split(out, split, items)
                 counts[split] = len(items)
+        counts.update(dropped)
         write_json(out / "convert-meta.json", {"source": str(squad_json), "test_fraction": test_fraction, "seed": seed,
                                                "test_articles": sorted(test_articles), **counts})
+        _check_written(out, passages, splits)
     return counts
+
+
+def _check_written(out: Path, passages: list[Passage], splits: dict) -> None:
+    """Read the converted files back: the passages as given, and per split the questions and
+    answers as given, each positive a written passage that holds every answer of its question."""
+    from dpr_xrisk.io.biencoder import read_biencoder
+
+    back = {p.id: p for p in read_passages(out / "passages.tsv")}
+    if [p.id for p in passages] != list(back) or any(back[p.id].text != p.text for p in passages):
+        raise RuntimeError("convert: passages.tsv does not read back as written")
+    for split, items in splits.items():
+        if not items:
+            continue
+        qs, recs = read_questions(out / f"{split}.qa.tsv"), read_biencoder(out / f"biencoder-{split}.json")
+        if len(qs) != len(items) or len(recs) != len(items):
+            raise RuntimeError(f"convert: {split} files do not read back with {len(items)} questions")
+        for (q, pos), got, rec in zip(items, qs, recs):
+            if got.answers != q.answers or tuple(rec["answers"]) != q.answers:
+                raise RuntimeError(f"convert: answers of {q.text!r} do not read back as written")
+            for c in rec["positive_ctxs"]:
+                if c["passage_id"] not in back or not all(a in back[c["passage_id"]].text for a in q.answers):
+                    raise RuntimeError(f"convert: a positive of {q.text!r} does not hold its answers")
 
 
 def beir_to_dpr(beir_dir, out_dir, split: str = "test") -> dict:

@@ -18,6 +18,23 @@ from dpr_xrisk.io.common import atomic_write, check_file, json_lines, numbered_l
 csv.field_size_limit(sys.maxsize)
 
 DPR_HEADER = ["id", "text", "title"]
+# the names other tools give DPR's columns in a header line (pyserini: docid/contents, BEIR: _id)
+HEADER_NAMES = ({"id", "docid", "_id", "pid", "doc_id", "passage_id", "corpus-id"},
+                {"text", "contents", "content", "passage", "body"}, {"title"})
+
+
+def is_header(fields: list[str], p=None, lineno: int | None = None) -> bool:
+    """Whether a first line is a header: every field a known column name (``id text title``,
+    ``docid contents title``, ...). A header naming the columns in another order than DPR's
+    (id, text, title) is an error: its rows would be read with shifted fields."""
+    names = [f.strip().lower() for f in fields]
+    known = set().union(*HEADER_NAMES)
+    if not names or not all(n in known for n in names):
+        return False
+    if len(names) in (2, 3) and all(n in HEADER_NAMES[i] for i, n in enumerate(names)):
+        return True
+    raise InputError(f"the header names the columns {'/'.join(names)}; a passages TSV has them in DPR's order: "
+                     "id, text[, title]", p, lineno)
 
 
 class Passage(NamedTuple):
@@ -84,9 +101,9 @@ def _read_tsv(p: Path) -> Iterator[tuple[int, Passage]]:
             continue
         fields = _split_tsv(line, p, lineno)
         if ncols is None:
-            if [f.strip().lower() for f in fields] == DPR_HEADER:
-                ncols = 3
-                continue  # the DPR header line
+            if is_header(fields, p, lineno):
+                ncols = len(fields)
+                continue  # the header line (DPR's, or pyserini's docid/contents names)
             if len(fields) not in (2, 3):
                 raise InputError(f"expected 'id<TAB>text<TAB>title' (or 'id<TAB>text'), got {len(fields)} field(s)",
                                  p, lineno)
@@ -121,6 +138,8 @@ def _read_table(p: Path) -> Iterator[tuple[int, Passage]]:
     names = arrow.column_names(p)
     cols = arrow.require_columns(p, names, [("id", "_id", "docid"), "text"])
     title = "title" if "title" in names else None
+    arrow.check_column_types(p, {cols["id"]: ("string", "integer"), cols["text"]: ("string",),
+                                 **({title: ("string",)} if title else {})})
     wanted = [cols["id"], cols["text"]] + ([title] if title else [])
     for row, rec in arrow.iter_rows(p, wanted):
         pid, text = rec[cols["id"]], rec[cols["text"]]
@@ -197,10 +216,10 @@ def count_passages(path: str | Path) -> int:
         return arrow.num_rows(p)  # every row is a passage (an empty one is an error when read)
     tsv = p.suffix.lower() != ".jsonl" and p.suffix.lower() != ".json"
     n, first = 0, True
-    for _, line in numbered_lines(p):
+    for lineno, line in numbered_lines(p):
         if not line.strip():
             continue
-        if first and tsv and [f.strip().lower() for f in line.split("\t")] == DPR_HEADER:
+        if first and tsv and is_header(_split_tsv(line, p, lineno), p, lineno):
             first = False
             continue
         first = False

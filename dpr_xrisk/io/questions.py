@@ -106,6 +106,8 @@ def _read_table(p: Path) -> list[Question]:
     names = arrow.column_names(p)
     cols = arrow.require_columns(p, names, [("question", "text")])
     qid_col = next((c for c in ("id", "_id", "qid") if c in names), None)
+    arrow.check_column_types(p, {cols["question"]: ("string",), "answers": ("list of strings",),
+                                 **({qid_col: ("string", "integer")} if qid_col else {})})
     wanted = [cols["question"]] + (["answers"] if "answers" in names else []) + ([qid_col] if qid_col else [])
     out = []
     for row, rec in arrow.iter_rows(p, wanted):
@@ -113,8 +115,6 @@ def _read_table(p: Path) -> list[Question]:
         if not isinstance(text, str) or not text.strip():
             raise InputError("missing or empty question", p, row)
         answers = rec.get("answers") or []
-        if isinstance(answers, str):
-            answers = [answers]
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("'answers' must be a list of strings", p, row)
         check_answers(answers, p, row)
@@ -134,6 +134,9 @@ def _read_jsonl(p: Path) -> list[Question]:
             raise InputError("missing or empty field 'question' (or 'text')", p, lineno)
         answers = obj.get("answers", [])
         if isinstance(answers, str):
+            if answers.lstrip().startswith("["):  # a list serialised into a string: never one answer "[...]"
+                raise InputError(f"field 'answers' is a string holding a list ({answers[:40]!r}); write the list itself",
+                                 p, lineno)
             answers = [answers]
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("field 'answers' must be a list of strings", p, lineno)

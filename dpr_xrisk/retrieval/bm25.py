@@ -26,6 +26,9 @@ K1, B = 0.9, 0.4
 def build_bm25_index(corpus, out_dir, threads: int = 2, overwrite: bool = False) -> Path:
     from dpr_xrisk._pyserini import start_jvm
 
+    from dpr_xrisk.io.common import check_apart
+
+    check_apart(corpus, out_dir, "corpus")
     start_jvm()
     import jnius
 

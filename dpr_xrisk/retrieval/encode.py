@@ -21,6 +21,7 @@ import functools
 import itertools
 import json
 import os
+import re
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -195,6 +196,86 @@ def _remove_shard(out: Path, shard_id: int, num_shards: int) -> None:
             g.unlink(missing_ok=True)
 
 
+# what makes two encodings one artifact: a folder holds vectors of one model, corpus and precision
+# (absent from older metas: their defaults)
+SETTING_DEFAULTS = {"dtype": "float32", "bf16": False, "quantize": "none", "backend": "torch", "bf16_weights": False}
+
+
+def encode_settings(encoder, fingerprint: str, corpus_fp: str, dtype: str, bf16: bool) -> dict:
+    """The settings an embeddings folder records and every later call must repeat: model
+    fingerprint, corpus fingerprint, stored dtype, bf16 autocast, quantisation, backend."""
+    return {"fingerprint": fingerprint, "corpus_fingerprint": corpus_fp, "dtype": dtype, "bf16": bool(bf16),
+            "quantize": getattr(encoder, "quantize", "none"), "backend": getattr(encoder, "backend", "torch"),
+            "bf16_weights": bool(getattr(encoder, "bf16_weights", False))}
+
+
+def setting_differences(recorded: dict, wanted: dict) -> list[str]:
+    """``name recorded -> wanted`` for each setting of ``wanted`` that ``recorded`` (a meta or
+    progress file) does not share; empty when they describe one artifact."""
+    out = []
+    for key, value in wanted.items():
+        old = recorded.get(key, SETTING_DEFAULTS.get(key))
+        if key == "corpus_fingerprint":
+            if not same_corpus(old, value):
+                out.append(f"corpus {recorded.get('corpus', old)}")
+        elif key == "fingerprint":
+            if old != value:
+                out.append(f"model {recorded.get('model', old)}")
+        elif old != value:
+            out.append(f"{key} {old} -> {value}")
+    return out
+
+
+SHARD_FILE = re.compile(r"^(embeddings|ids|meta|progress)-(\d+)-of-(\d+)\.(npy|txt|json)(\.partial)?$")
+
+
+def _folder_shards(out: Path) -> dict[tuple[int, int], dict]:
+    """{(shard id, shards): recorded settings} of every finished (meta) or unfinished (progress)
+    shard in ``out``; a shard with only leftover files (no meta, no progress) maps to None."""
+    from dpr_xrisk.io.common import load_json
+
+    found: dict[tuple[int, int], dict | None] = {}
+    for f in sorted(out.iterdir()) if out.is_dir() else ():
+        m = SHARD_FILE.match(f.name)
+        if m is None:
+            continue
+        key = (int(m.group(2)), int(m.group(3)))
+        if m.group(1) in ("meta", "progress") and not m.group(5):
+            rec = load_json(f)
+            if not isinstance(rec, dict):
+                raise InputError("damaged shard record (not a JSON object); --overwrite replaces the folder", f)
+            if m.group(1) == "progress" and "settings" in rec:
+                rec = {**rec, **rec["settings"]}
+            if m.group(1) == "meta" or found.get(key) is None:
+                found[key] = rec | {"_finished": m.group(1) == "meta"}
+        else:
+            found.setdefault(key, None)
+    return found
+
+
+def _check_folder(out: Path, shard_id: int, num_shards: int, wanted: dict, overwrite: bool) -> None:
+    """An embeddings folder is one artifact: refuse (or, ``overwrite``, remove) every shard of
+    other settings or of another split into shards, and anything that is not an encoding."""
+    if not out.exists():
+        return
+    foreign = [n for n in ("index.faiss", "meta.json", "lucene", "dpr_xrisk.json", "config.json") if (out / n).exists()]
+    if foreign:
+        raise InputError(f"holds {foreign[0]}, not an embeddings folder: give a new --out", out)
+    for (i, n), rec in _folder_shards(out).items():
+        if rec is None:
+            continue  # leftovers of a run killed before its first chunk: nothing recorded, nothing mixed
+        diff = setting_differences(rec, wanted)
+        if n != num_shards:
+            diff.append(f"split into {n} shards, not {num_shards}")
+        if not diff:
+            continue
+        if not overwrite:
+            what = "a finished" if rec.get("_finished") else "an unfinished"
+            raise InputError(f"holds {what} encoding with other settings ({'; '.join(diff)}): an output folder is one "
+                             "artifact; --overwrite replaces it, or give a new --out", out)
+        _remove_shard(out, i, n)
+
+
 def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_size: int = 128,
                   dtype: str = "float32", bf16: bool = False, shard_id: int = 0, num_shards: int = 1,
                   chunk_size: int = CHUNK, progress: bool = True, model_name: str = "", overwrite: bool = False,
@@ -210,57 +291,89 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     ``tokens``: the corpus already tokenised (:class:`dpr_xrisk.retrieval.tokens.CorpusTokens`, made for
     this encoder and corpus); the passages' texts are then read only for their ids.
 
-    A finished shard of the same model and corpus is kept as it is; one of another model or
-    corpus is an error (``overwrite``: encoded again). An unfinished one resumes only when model,
-    corpus and count all match."""
+    The folder is one artifact (:func:`encode_settings`: model, corpus, dtype, bf16, quantisation,
+    backend, and one split into shards). A finished shard of the same settings is kept as it is;
+    an unfinished one resumes only when all of them match; a shard of other settings anywhere in
+    the folder is an error (``overwrite``: those shards are removed and this one encoded anew --
+    replaced, never merged). An input error (a duplicate id, a malformed line) removes this
+    shard's unfinished files, and a folder this call created is removed when it stays empty;
+    an interruption keeps them for the resume."""
     import torch  # noqa: F401  (fail early if torch is missing)
     from tqdm import tqdm
+
+    from dpr_xrisk.io.common import check_output
 
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
     if not (0 <= shard_id < num_shards):
         raise InputError(f"--shard-id must be in [0, {num_shards}), got {shard_id}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if batch_size < 1 or chunk_size < 1:
+        raise InputError(f"batch size and chunk size must be >= 1, got {batch_size} and {chunk_size}")
+    out = check_output(out_dir, folder=True)
     meta_path = out / shard_name("meta", shard_id, num_shards, "json")
     fingerprint, corpus_fp = encoder.fingerprint(), corpus_fingerprint(corpus)
-    if meta_path.exists():
+    wanted = encode_settings(encoder, fingerprint, corpus_fp, dtype, bf16)
+    if meta_path.exists() and not overwrite:
         from dpr_xrisk.io.common import load_json
 
         old = load_json(meta_path)
-        if isinstance(old, dict) and old.get("fingerprint") == fingerprint \
-                and same_corpus(old.get("corpus_fingerprint"), corpus_fp):
+        if isinstance(old, dict) and not setting_differences(old, wanted):
+            _check_folder(out, shard_id, num_shards, wanted, overwrite)  # the rest of the folder too
             return meta_path  # finished shards are never redone
-        if not overwrite:
-            old = old if isinstance(old, dict) else {}
-            what = f"model ({old.get('model')})" if old.get("fingerprint") != fingerprint else f"corpus ({old.get('corpus')})"
-            raise InputError(f"this folder holds a finished encoding of another {what}; "
-                             "use --overwrite to replace it, or a new --out", out)
+    _check_folder(out, shard_id, num_shards, wanted, overwrite)
     if overwrite:
         _remove_shard(out, shard_id, num_shards)
+    total = count_passages(corpus)  # an empty or header-only corpus fails before anything is created
+    if total == 0:
+        raise InputError("corpus has no passages", corpus)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _encode_shard(encoder, corpus, out, total, wanted, batch_size=batch_size, dtype=dtype, bf16=bf16,
+                             shard_id=shard_id, num_shards=num_shards, chunk_size=chunk_size, progress=progress,
+                             model_name=model_name, desc=desc, tokens=tokens, bound_heap=bound_heap, tqdm=tqdm)
+    except InputError:
+        _remove_shard(out, shard_id, num_shards)  # a bad corpus: its unfinished files can never resume
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise
+
+
+def _encode_shard(encoder, corpus, out: Path, total: int, wanted: dict, *, batch_size, dtype, bf16, shard_id,
+                  num_shards, chunk_size, progress, model_name, desc, tokens, bound_heap, tqdm) -> Path:
+    fingerprint, corpus_fp = wanted["fingerprint"], wanted["corpus_fingerprint"]
+    meta_path = out / shard_name("meta", shard_id, num_shards, "json")
     emb_path = out / shard_name("embeddings", shard_id, num_shards, "npy")
     ids_path = out / shard_name("ids", shard_id, num_shards, "txt")
     partial, ids_partial = Path(f"{emb_path}.partial"), Path(f"{ids_path}.partial")
     progress_path = out / shard_name("progress", shard_id, num_shards, "json")
 
-    total = count_passages(corpus)
-    if total == 0:
-        raise InputError("corpus has no passages", corpus)
     start, end = shard_range(total, shard_id, num_shards)
     count, dim = end - start, encoder.dim
     threshold = mmap_threshold(count) if bound_heap else 0  # a bad DPR_XRISK_MMAP_THRESHOLD fails before any work
     if tokens is not None and tokens.count != total:
         raise ValueError(f"token cache has {tokens.count} passages, the corpus {total}")
 
-    state = json.loads(progress_path.read_text()) if progress_path.exists() and partial.exists() else None
-    if state and (state["fingerprint"] != fingerprint or state["count"] != count
-                  or not same_corpus(state.get("corpus_fingerprint"), corpus_fp)):
-        raise InputError("an unfinished run with another model or corpus is in this folder; "
-                         "use --overwrite to start again, or a new --out", out)
+    state = None
+    if progress_path.exists() and partial.exists() and ids_partial.exists():
+        from dpr_xrisk.io.common import load_json
+
+        state = load_json(progress_path)
+        recorded = {**state, **state.get("settings", {})} if isinstance(state, dict) else {}
+        diff = setting_differences(recorded, wanted)
+        if not isinstance(state, dict) or diff or state.get("count") != count:
+            raise InputError(f"an unfinished run with other settings ({'; '.join(diff) or 'another count'}) is in this "
+                             "folder; use --overwrite to start again, or a new --out", out)
     done = state["chunks_done"] if state else 0
     before = state.get("seconds", 0.0) if state else 0.0  # encoding time of earlier (killed) sessions
     if state:
-        vectors = np.lib.format.open_memmap(partial, mode="r+")
+        try:
+            vectors = np.lib.format.open_memmap(partial, mode="r+")
+        except ValueError as e:
+            raise InputError(f"unfinished vectors are damaged ({e}); --overwrite starts again", partial) from None
+        if vectors.shape != (count, dim) or vectors.dtype != np.dtype(dtype):
+            raise InputError(f"unfinished vectors are {vectors.dtype}{list(vectors.shape)}, this run writes "
+                             f"{dtype}{[count, dim]}; --overwrite starts again", out)
         with open(ids_partial, "r+b") as f:
             f.truncate(state["ids_bytes"])
     else:
@@ -298,7 +411,8 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
             with open(ids_partial, "a", encoding="utf-8") as f:
                 f.write("".join(p.id + "\n" for p in chunk))
             state = {"fingerprint": fingerprint, "corpus_fingerprint": corpus_fp, "count": count, "chunks_done": chunk_idx + 1,
-                     "ids_bytes": ids_partial.stat().st_size, "seconds": before + time.perf_counter() - t0}
+                     "ids_bytes": ids_partial.stat().st_size, "seconds": before + time.perf_counter() - t0,
+                     "settings": wanted, "corpus": str(Path(corpus).resolve()), "model": model_name or encoder.settings.base_model}
             with atomic_write(progress_path) as f:
                 json.dump(state, f)
             del chunk, vecs
@@ -333,10 +447,19 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
 def load_shards(emb_dir: str | Path, only: list[int] | None = None) -> list[dict]:
     """Validate a complete, consistent set of shards; return their metas in shard order
     (``only``: just these shard ids, each of which must be finished)."""
+    from dpr_xrisk.io.common import load_json
+
     d = Path(emb_dir)
     if not d.is_dir():
         raise InputError("embeddings folder not found", d)
-    metas = [json.loads(p.read_text()) | {"_path": p} for p in sorted(d.glob("meta-*-of-*.json"))]
+    metas = []
+    for p in sorted(d.glob("meta-*-of-*.json")):
+        m = load_json(p)  # a damaged file is a located error
+        missing = [k for k in ("num_shards", "shard_id", "dim", "fingerprint", "count", "settings", "similarity")
+                   if not isinstance(m, dict) or k not in m]
+        if missing:
+            raise InputError(f"shard meta lacks {missing} (not written by `dpr-xrisk encode`, or damaged)", p)
+        metas.append(m | {"_path": p})
     if not metas:
         raise InputError("no finished shards (meta-*.json) in embeddings folder", d)
     n = {m["num_shards"] for m in metas}
@@ -348,18 +471,37 @@ def load_shards(emb_dir: str | Path, only: list[int] | None = None) -> list[dict
     if missing:
         raise InputError(f"missing shard(s) {missing} of {n} (finish them with encode --shard-id)", d)
     for key, what in (("dim", "dimensions"), ("fingerprint", "models"), ("corpus_fingerprint", "corpora")):
-        vals = {m[key] for m in metas}
+        vals = {m.get(key) for m in metas}
         if len(vals) != 1:
             raise InputError(f"shards have mismatched {what}: {sorted(map(str, vals))}", d)
+    for m in metas[1:]:
+        diff = setting_differences(m, {k: metas[0].get(k, v) for k, v in SETTING_DEFAULTS.items()})
+        if diff:
+            raise InputError(f"shards {metas[0]['shard_id']} and {m['shard_id']} were encoded with other settings "
+                             f"({'; '.join(diff)}): encode them alike", d)
     return sorted([m for m in metas if only is None or m["shard_id"] in only], key=lambda m: m["shard_id"])
 
 
 def shard_arrays(meta: dict) -> tuple[np.ndarray, list[str]]:
-    """Memory-mapped vectors and ids of one finished shard."""
+    """Memory-mapped vectors and ids of one finished shard, checked against its meta (shape,
+    dtype, id count): a truncated or foreign file is a located error."""
     base = Path(meta["_path"]).parent
     i, n = meta["shard_id"], meta["num_shards"]
-    vecs = np.load(base / shard_name("embeddings", i, n, "npy"), mmap_mode="r")
-    ids = (base / shard_name("ids", i, n, "txt")).read_text(encoding="utf-8").splitlines()
+    npy, ids_file = base / shard_name("embeddings", i, n, "npy"), base / shard_name("ids", i, n, "txt")
+    for f in (npy, ids_file):
+        if not f.is_file():
+            raise InputError(f"shard {i} has a meta but no {f.name} (an unfinished or damaged folder)", f)
+    try:
+        vecs = np.load(npy, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as e:
+        raise InputError(f"cannot read the vectors (truncated or damaged?): {str(e).splitlines()[0][:120]}", npy) from None
+    want = (meta["count"], meta["dim"])
+    if vecs.ndim != 2 or tuple(vecs.shape) != want:
+        raise InputError(f"holds vectors of shape {list(vecs.shape)}, its meta says {list(want)} (damaged or "
+                         "replaced?); encode again", npy)
+    if vecs.dtype != np.dtype(meta.get("dtype", "float32")):
+        raise InputError(f"holds {vecs.dtype} vectors, its meta says {meta.get('dtype', 'float32')}; encode again", npy)
+    ids = ids_file.read_text(encoding="utf-8").splitlines()
     if len(ids) != vecs.shape[0]:
         raise InputError(f"shard {i}: {len(ids)} ids but {vecs.shape[0]} vectors", base)
     return vecs, ids

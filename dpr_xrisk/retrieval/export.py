@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from dpr_xrisk.errors import InputError
-from dpr_xrisk.io.common import atomic_dir
+from dpr_xrisk.io.common import atomic_dir, check_apart
 
 FORMATS = ("sentence-transformers", "pyserini")
 
@@ -54,9 +54,10 @@ def _write_st_folder(folder: Path, model, tokenizer, pooling: str, normalize: bo
 
 def export_sentence_transformers(model_dir, out, overwrite: bool = False) -> list[Path]:
     """Write ``out/query_encoder`` and ``out/passage_encoder`` (or ``out/encoder`` for a shared
-    tower); returns the folders written."""
-    from dpr_xrisk.retrieval.encoder import DualEncoder
+    tower); returns the folders written. ``out`` may not be (or hold, or lie in) the model."""
+    from dpr_xrisk.retrieval.encoder import DualEncoder, resolve_model_path
 
+    check_apart(resolve_model_path(model_dir), out, "model")
     enc = DualEncoder.load(model_dir)
     s = enc.settings
     with atomic_dir(out, overwrite=overwrite) as tmp:
@@ -88,6 +89,7 @@ def export_pyserini(index_dir, out, overwrite: bool = False) -> Path:
     from dpr_xrisk.retrieval.index import load_index
 
     index, ids, meta = load_index(index_dir)  # validates the folder (counts, damaged files)
+    check_apart(index_dir, out, "index")
     if meta.get("normalize_queries"):
         raise InputError("this index normalises queries at search time (metric cosine over an unnormalised encoder); "
                          "pyserini would not: export an index built from normalised embeddings", index_dir)

@@ -64,6 +64,9 @@ def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat",
     Per-shard indexes (``shards=[i]``) can be searched together with :func:`search_many`."""
     import faiss
 
+    from dpr_xrisk.io.common import check_apart
+
+    check_apart(emb_dir, out_dir, "embeddings folder")
     if threads:
         faiss.omp_set_num_threads(threads)
     metas = load_shards(emb_dir, shards)
