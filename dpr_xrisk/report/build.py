@@ -310,21 +310,8 @@ def _compare_section(a: DprRun, b: DprRun, colors) -> Section:
 
 # --- the report ---------------------------------------------------------------------------------
 
-def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), trains: Sequence = (),
-                 compare: tuple[str, str] | None = None, allow_different_questions: bool = False,
-                 command: str | None = None, title: str = "dpr_xrisk report") -> Report:
-    """Write ``out/report.html`` and one PNG per chart. ``runs``/``trains`` take paths,
-    ``"LABEL=PATH"`` strings or (label, path) tuples. Raises InputError on bad input, before
-    writing anything."""
-    from dpr_xrisk.io.common import atomic_write
-    from dpr_xrisk.report.charts import color_map
-
-    out = Path(out)
-    if not (evals or runs or trains):
-        raise InputError("nothing to report: give --eval, --run and/or --train")
-    if out.exists() and not out.is_dir():
-        raise InputError("--out must be a folder, and this is a file", out)
-    eval_results = [r for p in evals for r in load_eval(p)]
+def _load_runs(runs: Sequence, trains: Sequence) -> tuple[list[DprRun], list[TrainingRun]]:
+    """The DPR JSON runs and training folders, each under a name unique in the report."""
     dpr = []
     for spec in runs:
         label, path = _spec(spec)
@@ -337,6 +324,12 @@ def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), tra
         trainings.append(load_training(path, label))
     for t, n in zip(trainings, unique_names([t.name for t in trainings], [str(t.path) for t in trainings])):
         t.name = n
+    return dpr, trainings
+
+
+def _eval_names(dpr: list[DprRun], eval_results: list[EvalResult]) -> tuple[dict[int, DprRun], list[str]]:
+    """Which evaluation result scores which DPR run, and each result's unique name (a matched
+    result takes its run's name)."""
     matched = _match_evals(dpr, eval_results)
     raw_names = [matched[i].name if i in matched else r.name for i, r in enumerate(eval_results)]
     eval_names = unique_names(raw_names, [r.run for r in eval_results])
@@ -345,24 +338,19 @@ def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), tra
             eval_names[i] = f"{raw_names[i]} [{eval_results[i].source.name}]"
         else:
             eval_names[i] = raw_names[i]
-    eval_names = unique_names(eval_names, [str(r.source) for r in eval_results])
+    return matched, unique_names(eval_names, [str(r.source) for r in eval_results])
 
-    warnings: list[str] = []
-    problems = _question_sets(dpr, eval_results, eval_names)
-    if problems and not allow_different_questions:
-        raise InputError("runs over different question sets cannot be compared side by side: " + problems[0]
-                         + (f" (and {len(problems) - 1} more difference(s))" if len(problems) > 1 else "")
-                         + "; pass --allow-different-questions to report them anyway")
-    warnings += [f"Different question sets (allowed by --allow-different-questions): {p}" for p in problems]
-    pair = None
-    if compare is not None:
-        a, b = _find_run(dpr, compare[0]), _find_run(dpr, compare[1])
-        if a is b:
-            raise InputError(f"--compare needs two different runs, got {compare[0]!r} twice")
-        pair = (a, b)
 
-    colors = color_map([d.name for d in dpr] + eval_names)
-    sections: list[Section] = []
+def _compare_pair(dpr: list[DprRun], compare: tuple[str, str] | None) -> tuple[DprRun, DprRun] | None:
+    if compare is None:
+        return None
+    a, b = _find_run(dpr, compare[0]), _find_run(dpr, compare[1])
+    if a is b:
+        raise InputError(f"--compare needs two different runs, got {compare[0]!r} twice")
+    return a, b
+
+
+def _retrieval_section(dpr, eval_results, eval_names, matched, colors, warnings) -> Section | None:
     retrieval = Section("retrieval", "Retrieval")
     for chart in (_topk_section(dpr, eval_results, eval_names, matched, colors, warnings),
                   _metrics_section(eval_results, eval_names, colors)):
@@ -370,26 +358,27 @@ def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), tra
             retrieval.charts.append(chart)
     if eval_results:
         retrieval.tables.append(_eval_table(eval_results, eval_names))
-    if retrieval.charts or retrieval.tables:
-        sections.append(retrieval)
-    if pair:
-        sections.append(_compare_section(*pair, colors))
-    for t in trainings:
-        s = slug(t.name)
-        sec = Section(f"train-{s}", f"Training: {t.name}", charts=_training_charts(t, s))
-        summary = []
-        if t.start:
-            summary += [[f"start: {k}", fmt(v) if not isinstance(v, (dict, list)) else pretty_json(v)]
-                        for k, v in t.start.items() if k != "event"]
-        if t.end:
-            summary += [[f"end: {k}", fmt(v) if not isinstance(v, (dict, list)) else pretty_json(v)]
-                        for k, v in t.end.items() if k != "event"]
-        if summary:
-            sec.tables.append(Table(f"table-train-{s}-summary", "Start and end lines of the training log",
-                                    ["field", "value"], summary))
-        sections.append(sec)
+    return retrieval if retrieval.charts or retrieval.tables else None
 
-    # provenance: configs and commands, where recorded
+
+def _training_section(t: TrainingRun) -> Section:
+    s = slug(t.name)
+    sec = Section(f"train-{s}", f"Training: {t.name}", charts=_training_charts(t, s))
+    summary = []
+    if t.start:
+        summary += [[f"start: {k}", fmt(v) if not isinstance(v, (dict, list)) else pretty_json(v)]
+                    for k, v in t.start.items() if k != "event"]
+    if t.end:
+        summary += [[f"end: {k}", fmt(v) if not isinstance(v, (dict, list)) else pretty_json(v)]
+                    for k, v in t.end.items() if k != "event"]
+    if summary:
+        sec.tables.append(Table(f"table-train-{s}-summary", "Start and end lines of the training log",
+                                ["field", "value"], summary))
+    return sec
+
+
+def _provenance_section(eval_results, eval_names, dpr, trainings) -> Section:
+    """Inputs, configs and commands, where recorded."""
     prov = Section("provenance", "Inputs, configs and commands")
     rows = []
     for r, n in zip(eval_results, eval_names):
@@ -406,14 +395,12 @@ def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), tra
             prov.blocks.append((f"{t.name}: config.json ({t.path / 'config.json'})", pretty_json(t.config)))
         else:
             prov.notes.append(f"{t.name}: no config.json in {t.path}.")
-    sections.append(prov)
+    return prov
 
-    header = [("generated", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))]
-    if command:
-        header.append(("command", command))
-    header.append(("inputs", f"{len(eval_results)} evaluation result(s), {len(dpr)} DPR JSON run(s), "
-                             f"{len(trainings)} training run(s)"))
-    page = render_page(title, sections, header, warnings)
+
+def _write(out: Path, sections: list[Section], page: str) -> list[Path]:
+    """The chart PNGs and report.html; the PNGs written."""
+    from dpr_xrisk.io.common import atomic_write
 
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -424,4 +411,47 @@ def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), tra
             written.append(out / c.filename)
     with atomic_write(out / "report.html") as f:
         f.write(page)
-    return Report(out=out, html=out / "report.html", charts=written, warnings=warnings)
+    return written
+
+
+def build_report(out: str | Path, evals: Sequence = (), runs: Sequence = (), trains: Sequence = (),
+                 compare: tuple[str, str] | None = None, allow_different_questions: bool = False,
+                 command: str | None = None, title: str = "dpr_xrisk report") -> Report:
+    """Write ``out/report.html`` and one PNG per chart. ``runs``/``trains`` take paths,
+    ``"LABEL=PATH"`` strings or (label, path) tuples. Raises InputError on bad input, before
+    writing anything."""
+    from dpr_xrisk.report.charts import color_map
+
+    out = Path(out)
+    if not (evals or runs or trains):
+        raise InputError("nothing to report: give --eval, --run and/or --train")
+    if out.exists() and not out.is_dir():
+        raise InputError("--out must be a folder, and this is a file", out)
+    eval_results = [r for p in evals for r in load_eval(p)]
+    dpr, trainings = _load_runs(runs, trains)
+    matched, eval_names = _eval_names(dpr, eval_results)
+
+    warnings: list[str] = []
+    problems = _question_sets(dpr, eval_results, eval_names)
+    if problems and not allow_different_questions:
+        raise InputError("runs over different question sets cannot be compared side by side: " + problems[0]
+                         + (f" (and {len(problems) - 1} more difference(s))" if len(problems) > 1 else "")
+                         + "; pass --allow-different-questions to report them anyway")
+    warnings += [f"Different question sets (allowed by --allow-different-questions): {p}" for p in problems]
+    pair = _compare_pair(dpr, compare)
+
+    colors = color_map([d.name for d in dpr] + eval_names)
+    retrieval = _retrieval_section(dpr, eval_results, eval_names, matched, colors, warnings)
+    sections = [retrieval] if retrieval is not None else []
+    if pair:
+        sections.append(_compare_section(*pair, colors))
+    sections += [_training_section(t) for t in trainings]
+    sections.append(_provenance_section(eval_results, eval_names, dpr, trainings))
+
+    header = [("generated", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))]
+    if command:
+        header.append(("command", command))
+    header.append(("inputs", f"{len(eval_results)} evaluation result(s), {len(dpr)} DPR JSON run(s), "
+                             f"{len(trainings)} training run(s)"))
+    page = render_page(title, sections, header, warnings)
+    return Report(out=out, html=out / "report.html", charts=_write(out, sections, page), warnings=warnings)

@@ -212,19 +212,8 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                     if meta.get("normalize_queries"):
                         pv = pv / np.linalg.norm(pv)
                     s_pos = float(pv @ qv[n])
-                pool = []
-                for rank, (d, sc) in enumerate(hits):
-                    if d in q.positives or tkey[d] in pos_tk:
-                        stats["removed"]["positive"] += 1
-                    elif filter_answers and q.answers and has_answer(texts[d][1], q.answers):
-                        stats["removed"]["answer"] += 1
-                    elif rank < skip_ranks:
-                        stats["removed"]["rank"] += 1
-                    elif s_pos is not None and sc > (1 - margin) * s_pos:
-                        stats["removed"]["margin"] += 1
-                    else:
-                        pool.append((d, sc))
-                set_pools[row] = pool
+                set_pools[row] = _filtered(hits, q, pos_tk, tkey, texts, stats["removed"], filter_answers=filter_answers,
+                                           skip_ranks=skip_ranks, s_pos=s_pos, margin=margin)
                 n += 1
             pools.append(set_pools)
         t4 = time.perf_counter()
@@ -235,6 +224,26 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                   "filter_s": round(t4 - t3, 3), "seconds": round(t4 - t0, 3), "mean_pool_size": float(np.mean(sizes)) if sizes else 0.0,
                   "corpus_size": len(ids), **{f"train_recall@{c}": v / max(1, n) for c, v in recall.items()}})
     return RefreshResult(pools, stats, texts)
+
+
+def _filtered(hits, q, pos_tk: set, tkey: dict, texts: dict, removed: dict, *, filter_answers: bool,
+              skip_ranks: int, s_pos: float | None, margin: float | None) -> list[tuple[str, float]]:
+    """A question's pool: its ranked ``hits`` less those a rule removes (the module docstring's
+    rules, in order; each removal counted in ``removed``). ``s_pos``: the score of its first
+    positive, for the margin rule (None: no margin)."""
+    pool = []
+    for rank, (d, sc) in enumerate(hits):
+        if d in q.positives or tkey[d] in pos_tk:
+            removed["positive"] += 1
+        elif filter_answers and q.answers and has_answer(texts[d][1], q.answers):
+            removed["answer"] += 1
+        elif rank < skip_ranks:
+            removed["rank"] += 1
+        elif s_pos is not None and sc > (1 - margin) * s_pos:
+            removed["margin"] += 1
+        else:
+            pool.append((d, sc))
+    return pool
 
 
 def pool_log_q(pool: list[tuple[str, float]], h: int, sampler: str = "uniform", temperature: float = 1.0) -> np.ndarray:
