@@ -15,7 +15,8 @@ from conftest import SAMPLE
 from dpr_xrisk.cli import app
 from dpr_xrisk.train.batch import collate
 from dpr_xrisk.train.config import TrainConfig
-from dpr_xrisk.train.trainer import build_loss, cached_step_loss, prepare, step_loss
+from dpr_xrisk.train.setup import build_loss, prepare
+from dpr_xrisk.train.step import cached_step_loss, step_loss
 
 TRAIN = str(SAMPLE / "biencoder-train.json")
 

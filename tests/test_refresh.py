@@ -18,7 +18,7 @@ from dpr_xrisk.retrieval.encoder import DualEncoder
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.train.config import TrainConfig
 from dpr_xrisk.train.data import PassageStore, load_training_set
-from dpr_xrisk.train.refresh import refresh_pools, sample_negatives, validate_refresh
+from dpr_xrisk.train.mining import refresh_pools, sample_negatives, validate_refresh
 from dpr_xrisk.train.trainer import train
 
 TRAIN = str(SAMPLE / "biencoder-train.json")
@@ -219,7 +219,7 @@ def test_refresh_fraction_reencodes_the_oldest_share_and_resumes_exactly(tiny_mo
 
 def test_partial_reencode_rows_equal_a_fresh_encode(setup, tmp_path):
     from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
-    from dpr_xrisk.train.refresh import partial_reencode
+    from dpr_xrisk.train.mining import partial_reencode
 
     enc, _, _ = setup
     cache = tmp_path / "cache"
@@ -253,7 +253,7 @@ def test_upcoming_refresh_mines_only_the_next_window_and_trains_the_same(tiny_mo
     and a killed run resumes bit-exactly."""
     import dataclasses
 
-    from dpr_xrisk.train.trainer import DataOrder, upcoming_rows
+    from dpr_xrisk.train.order import DataOrder, upcoming_rows
 
     base = TrainConfig(train=(TRAIN, TRAIN), train_weights=(1.0, 2.0), corpus=CORPUS, model=str(tiny_model_dir),
                        pooling="mean", normalize=True, batch_size=8, max_steps=11, lr=1e-3, warmup_ratio=0.0,
@@ -285,7 +285,7 @@ def test_upcoming_refresh_mines_only_the_next_window_and_trains_the_same(tiny_mo
 def test_upcoming_rows_replays_the_training_draws():
     """upcoming_rows against a naive replay of the loop's draws, across an epoch boundary, and
     without moving the real data order."""
-    from dpr_xrisk.train.trainer import DataOrder, upcoming_rows
+    from dpr_xrisk.train.order import DataOrder, upcoming_rows
 
     order = DataOrder([10, 7], 3, 5)
     weights = np.array([0.5, 0.5])
