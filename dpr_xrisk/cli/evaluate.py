@@ -36,6 +36,11 @@ def evaluate(
         raise InputError("--plot writes a PNG image: give a path ending in .png", plot)
     check_ks(k)
     check_ks(qrels_k, "--qrels-k")
+    from dpr_xrisk.io.common import check_output
+
+    for path in (out, plot):
+        if path is not None:
+            check_output(path)  # before any work
     questions = read_questions(answers) if answers else None
     judged = read_qrels(qrels) if qrels else None
     passages = None

@@ -364,6 +364,8 @@ def _encode_shard(encoder, corpus, out: Path, total: int, wanted: dict, *, batch
         if not isinstance(state, dict) or diff or state.get("count") != count:
             raise InputError(f"an unfinished run with other settings ({'; '.join(diff) or 'another count'}) is in this "
                              "folder; use --overwrite to start again, or a new --out", out)
+    if state:  # resume in the unit the killed run recorded its progress in
+        chunk_size = int(state.get("chunk_size", CHUNK))
     done = state["chunks_done"] if state else 0
     before = state.get("seconds", 0.0) if state else 0.0  # encoding time of earlier (killed) sessions
     if state:
@@ -412,7 +414,7 @@ def _encode_shard(encoder, corpus, out: Path, total: int, wanted: dict, *, batch
                 f.write("".join(p.id + "\n" for p in chunk))
             state = {"fingerprint": fingerprint, "corpus_fingerprint": corpus_fp, "count": count, "chunks_done": chunk_idx + 1,
                      "ids_bytes": ids_partial.stat().st_size, "seconds": before + time.perf_counter() - t0,
-                     "settings": wanted, "corpus": str(Path(corpus).resolve()), "model": model_name or encoder.settings.base_model}
+                     "chunk_size": chunk_size, "settings": wanted, "corpus": str(Path(corpus).resolve()), "model": model_name or encoder.settings.base_model}
             with atomic_write(progress_path) as f:
                 json.dump(state, f)
             del chunk, vecs
