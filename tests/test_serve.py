@@ -399,6 +399,23 @@ def test_cli_serve_starts_answers_and_stops(built, tmp_path):
     assert "Traceback" not in rest
 
 
+def test_mcp_over_stdio_from_the_command(built):
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+
+    command = StdioTransport(command=sys.executable, args=["-m", "dpr_xrisk", "serve", "--index", str(built / "idx"),
+                                                          "--mcp-stdio", "--threads", "1"],
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+    async def main():
+        async with Client(command, timeout=180, init_timeout=180) as client:  # stdout carries nothing but MCP
+            found = (await client.call_tool("search", {"questions": "Where does the Danube start?", "k": 3})).data
+            return found, (await client.call_tool("get_document", {"id": "s10"})).data
+
+    found, doc = asyncio.run(main())
+    assert len(found["results"][0]["hits"]) == 3 and doc["title"] == "Danube"
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 

@@ -44,7 +44,7 @@ def serve(
 
     from dpr_xrisk.serve.engine import Limits, load_retriever
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     limits = Limits(max_k=max_k, max_questions=max_questions, max_body_bytes=max_body_bytes)
     retriever = load_retriever(index, bm25_index=bm25_index, corpus=corpus, model=model, device=device, backend=backend,
                                quantize=quantize, bf16=bf16, threads=threads, ef_search=ef_search, nprobe=nprobe, depth=depth)
