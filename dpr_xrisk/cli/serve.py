@@ -32,7 +32,7 @@ def serve(
     bf16: Bf16 = False,
     quantize: Quantize = "none",
     backend: Backend = "torch",
-    max_k: Annotated[int, typer.Option(min=1, help="Largest k a request may ask for.", rich_help_panel=Limits_)] = 1000,
+    max_k: Annotated[int, typer.Option(min=1, help="Largest k a request may ask for.", rich_help_panel=Limits_)] = 100,
     max_questions: Annotated[int, typer.Option(min=1, help="Questions per request at most.", rich_help_panel=Limits_)] = 64,
     max_body_bytes: Annotated[int, typer.Option(min=256, help="Request bodies over this are refused (413).", rich_help_panel=Limits_)] = 1 << 20,
 ):

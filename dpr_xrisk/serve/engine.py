@@ -30,7 +30,7 @@ MODES = ("dense", "bm25", "hybrid")
 class Limits:
     """What one request may ask for; every default is an option of ``dpr-xrisk serve``."""
 
-    max_k: int = 1000  # search's hybrid depth: deeper lists are a batch job, not a request
+    max_k: int = 100  # `search`'s default k; deeper lists are a batch job (`search`), not a request
     max_questions: int = 64  # one request is one job of the batcher; bigger ones starve the others
     max_body_bytes: int = 1 << 20  # 1 MiB holds 64 questions of any sane length
 
