@@ -137,7 +137,7 @@ def fewer_answers(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (lambda t: [], "nothing to tune on"),
     (lambda t: ["--answers", SAMPLE / "test.qa.tsv"], "--answers needs --corpus"),
-    (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--alpha", -1], "must be finite and >= 0"),
+    (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--alpha", -1], "Invalid value for '--alpha'"),
     (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--metric", "top5"], "unknown metric 'top5'; valid: mrr@10"),
     (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--plot", t / "x.svg"], "PNG"),
     (lambda t: ["--qrels", SAMPLE / "test.qrels.tsv", "--metric", "mrr@0"], "--metric's cut-off must be a positive integer, got 0"),

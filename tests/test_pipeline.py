@@ -194,7 +194,13 @@ def test_inconsistent_shard_sets(tiny_encoder, tiny_model_dir, tmp_path):
     with pytest.raises(InputError, match=r"missing shard\(s\) \[1\] of 2"):
         load_shards(d)
     other = DualEncoder.load(tiny_model_dir, pooling="mean")
-    encode_corpus(other, CORPUS, d, shard_id=1, num_shards=2, progress=False)
+    with pytest.raises(InputError, match=r"other settings \(model"):  # one folder, one artifact
+        encode_corpus(other, CORPUS, d, shard_id=1, num_shards=2, progress=False)
+    assert not list(d.glob("*-00001-of-00002.*"))
+    # a folder assembled by hand is still refused when loaded
+    encode_corpus(other, CORPUS, tmp_path / "other", shard_id=1, num_shards=2, progress=False)
+    for f in (tmp_path / "other").iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
     with pytest.raises(InputError, match="mismatched models"):
         load_shards(d)
     # overlapping ids: the same shard copied under another name
