@@ -1,6 +1,11 @@
-"""The training configuration: one frozen dataclass, every option documented here, loaded from a
-TOML or YAML file with CLI flags as overrides. The resolved config is saved with every
-checkpoint (``config.json``)."""
+"""The training configuration: one frozen dataclass, loaded from a recipe, a TOML or YAML file and
+CLI flags (in that order of precedence, lowest first); the resolved config is saved with every
+checkpoint (``config.json``).
+
+Every key is declared once, with :func:`key`: its default, the ``train --help`` panel it is shown
+in and its help text (field metadata, read by the CLI through :func:`key_docs`). Every value is
+checked when a config is built (:data:`RANGES` and the checks below it), so a TOML file, a flag
+and a recipe are refused alike, before anything loads."""
 
 from __future__ import annotations
 

@@ -69,8 +69,8 @@ class Session:
     scaler: object
     schedule: RefreshSchedule
     state: dict
-    order: DataOrder = None
-    log: JsonlLog = None
+    order: DataOrder | None = None  # set once the state is restored
+    log: JsonlLog | None = None
     dev: DevSet | None = None
     probe: list | None = None
     probe_passages: dict | None = None
