@@ -195,7 +195,7 @@ def test_concurrent_requests_are_encoded_together(retriever):
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda q: ok(base, {"questions": q, "k": 3}), questions * 2))
         status = json.loads(call(base, "GET", "/status")[2])
-    assert status["requests"]["search_requests"] == 2 * len(questions)
+    assert status["requests"]["searches"] == 2 * len(questions) == status["requests"]["questions"]
     assert status["batching"]["batches"] < 2 * len(questions)  # some batches held several requests
     assert status["batching"]["mean_batch"] > 1 and status["queue_depth"] == 0
 

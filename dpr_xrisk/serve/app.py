@@ -155,7 +155,6 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
     batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)
     started = time.time()
     counts: dict = {}
-    served = {"search_requests": 0, "questions": 0}
     mcp_app = None
     if mcp:
         from dpr_xrisk.serve.mcp import build_mcp
@@ -177,8 +176,6 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
     app.state.batcher, app.state.retriever, app.state.limits = batcher, retriever, limits
 
     async def search_query(query) -> list:
-        served["search_requests"] += 1
-        served["questions"] += len(query.questions)
         return await asyncio.wrap_future(batcher.submit(query, len(query.questions)))
 
     @app.exception_handler(BadRequest)
@@ -225,7 +222,8 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
                 "batching": {"max_batch": batcher.max_batch, "max_wait_ms": batcher.max_wait * 1000,
                              "batches": batcher.batches,
                              "mean_batch": round(batcher.batched_questions / batcher.batches, 2) if batcher.batches else None},
-                "uptime_s": round(time.time() - started, 1), "requests": {**served, "responses": dict(counts)},
+                "uptime_s": round(time.time() - started, 1),
+                "requests": {"searches": batcher.jobs, "questions": batcher.questions, "http_responses": dict(counts)},
                 "queue_depth": batcher.queue_depth, "mcp": "/mcp/" if mcp_app is not None else None}
 
     @app.get("/health")

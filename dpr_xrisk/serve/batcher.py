@@ -44,6 +44,8 @@ class Batcher:
         self._queue: queue.Queue = queue.Queue()
         self._waiting = 0  # questions queued, not yet taken (the status page's queue depth)
         self._lock = threading.Lock()
+        self.jobs = 0  # requests submitted (HTTP and MCP)
+        self.questions = 0
         self.batches = 0
         self.batched_questions = 0
         self._on_thread_start = on_thread_start
@@ -58,6 +60,8 @@ class Batcher:
         job = Job(payload, size)
         with self._lock:
             self._waiting += size
+            self.jobs += 1
+            self.questions += size
         self._queue.put(job)
         return job.future
 
