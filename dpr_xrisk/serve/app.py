@@ -149,7 +149,7 @@ def _field_error(exc: RequestValidationError) -> tuple[int, str]:
 
 
 # ---- the app ------------------------------------------------------------------------------
-def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int = 64, max_wait_ms: float = 5.0,
+def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int = 64, max_wait_ms: float = 2.0,
                token: str | None = None, mcp: bool = True) -> FastAPI:
     """The FastAPI app; its batcher thread starts now and stops with the app's lifespan."""
     batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)

@@ -10,12 +10,9 @@ error's details stay in the server's log.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Literal, Optional, Union
 
 from dpr_xrisk.serve.engine import BadRequest, Limits, Retriever, make_query
-
-log = logging.getLogger("dpr_xrisk.serve")
 
 
 def build_mcp(retriever: Retriever, batcher, limits: Limits = Limits()):
