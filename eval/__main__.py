@@ -20,7 +20,7 @@ from eval import harness
 def run(args) -> None:
     exp = harness.load_experiment(args.experiment)
     params = harness.params_of(exp, harness.parse_sets(args.set), args.tiny)
-    systems = args.systems or exp.current()
+    systems = args.systems or exp.default()
     unknown = [s for s in systems if s not in exp.systems]
     if unknown:
         raise SystemExit(f"error: {exp.name}: unknown system(s) {unknown}; valid: {', '.join(exp.systems)}")
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run an experiment of eval/experiments/ (finished runs are reused)")
     r.add_argument("experiment")
-    r.add_argument("--systems", nargs="+", default=None, help="default: every system of the experiment not retired")
+    r.add_argument("--systems", nargs="+", default=None, help="default: the experiment's default_systems, else every one not retired")
     r.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the experiment's seeds")
     r.add_argument("--tiny", action="store_true", help="the whole pipeline on a toy slice (its own work folder)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -168,8 +168,12 @@ class Experiment:
     raw: dict
 
     def current(self) -> list[str]:
-        """The systems a plain ``run`` runs and the report's current table shows (not retired)."""
+        """The systems the report's current table shows: every one not retired."""
         return [s for s, t in self.systems.items() if not t.get("retired")]
+
+    def default(self) -> list[str]:
+        """The systems a plain ``run`` runs: the file's ``default_systems``, else every current one."""
+        return list(self.raw.get("default_systems", self.current()))
 
 
 def experiments() -> list[str]:

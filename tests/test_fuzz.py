@@ -5,7 +5,7 @@ corruptions (random bytes, truncation, bad UTF-8, stray separators, byte-order m
 duplicated lines, huge fields) end in an :class:`InputError` or an exact parse -- never another
 exception, never a record count that differs from what was read. Bounded here (the ``default``
 profile of conftest.py); ``pytest tests/test_fuzz.py --hypothesis-profile=long`` goes deeper
-(``python eval/bench_fuzz.py`` reports it).
+(``python -m eval run fuzz`` reports it).
 """
 
 from __future__ import annotations
