@@ -49,13 +49,18 @@ def ask(
         bm = load_json(Path(bm25_index) / "meta.json") if (Path(bm25_index) / "meta.json").exists() else None
         if not isinstance(bm, dict) or bm.get("kind") != "bm25":
             raise InputError("not a `bm25 index` folder", bm25_index)
+        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+
+        known_ids = frozenset(ids)
+        check_same_corpus(bm25_index, meta, known_ids)  # a BM25 index of another corpus would fuse in its ids
     questions = [question] if question is not None else (line.rstrip("\n") for line in sys.stdin)
     asked = 0
     for n, text in enumerate(questions):
         if question is None and not text.strip():
             continue  # blank lines between questions on standard input
         try:
-            hits = answer_one(text, encoder, faiss_index, ids, meta, k, bm25_index, truncate, bf16)
+            hits = answer_one(text, encoder, faiss_index, ids, meta, k, bm25_index, truncate, bf16,
+                              known_ids=known_ids if bm25_index is not None else None)
         except InputError as e:
             if question is not None:
                 raise
@@ -80,7 +85,8 @@ def ask(
         raise InputError("no question on standard input")
 
 
-def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, truncate: bool, bf16: bool):
+def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, truncate: bool, bf16: bool,
+               known_ids=None):
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.io.questions import Question
     from dpr_xrisk.retrieval.search import dense_search, fuse
@@ -98,7 +104,11 @@ def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, t
     if bm25_index is not None:
         from dpr_xrisk.retrieval.bm25 import bm25_search
 
-        run = fuse(run, bm25_search(bm25_index, q, k=depth, progress=False), method="rrf", k=k)
+        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+
+        sparse = bm25_search(bm25_index, q, k=depth, progress=False)
+        check_same_corpus(bm25_index, meta, known_ids if known_ids is not None else frozenset(ids), sparse)
+        run = fuse(run, sparse, method="rrf", k=k)
     return run["q"][:k]
 
 

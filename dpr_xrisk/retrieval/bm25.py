@@ -113,7 +113,7 @@ def check_same_corpus(index_dir, dense_meta: dict, dense_ids=None, sparse_run=No
         raise InputError(f"holds {meta['count']} passages, the dense index {len(dense_ids)}: "
                          "fuse indexes of one corpus", index_dir)
     if sparse_run is not None and dense_ids is not None:
-        known = set(dense_ids)
+        known = dense_ids if isinstance(dense_ids, (set, frozenset)) else set(dense_ids)
         foreign = sorted({d for hits in sparse_run.values() for d, _ in hits} - known)
         if foreign:
             raise InputError(f"returns passage id(s) the dense index lacks, e.g. {foreign[0]!r}: "

@@ -216,13 +216,20 @@ def load_or_export(model: nn.Module, root: Path, quantize: str = "none") -> tupl
     tmp = folder.with_name(folder.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    export_tower(model, tmp / "model.onnx", quantize)
-    import onnxruntime
+    try:
+        export_tower(model, tmp / "model.onnx", quantize)
+        import onnxruntime
 
-    meta = {"fingerprint": key, "quantize": quantize, "opset": LEGACY_OPSET if _legacy_export(model) else OPSET, "format": FORMAT, "inputs": list(tower_inputs(model)),
-            "sha256": _sha256(tmp / "model.onnx"), "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    tmp.rename(folder)
+        meta = {"fingerprint": key, "quantize": quantize, "opset": LEGACY_OPSET if _legacy_export(model) else OPSET, "format": FORMAT, "inputs": list(tower_inputs(model)),
+                "sha256": _sha256(tmp / "model.onnx"), "torch": torch.__version__, "onnxruntime": onnxruntime.__version__}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        tmp.rename(folder)
+    except BaseException as e:  # a failed export leaves no half-written cache, and names the cache folder
+        shutil.rmtree(tmp, ignore_errors=True)
+        from dpr_xrisk.io.common import _user_paths
+
+        _user_paths(e, tmp, folder)
+        raise
     return path, True
 
 
