@@ -466,3 +466,14 @@ def test_convert_squad_drops_answers_its_paragraph_lacks(tmp_path):
     rec = read_biencoder(tmp_path / "dpr" / "biencoder-train.json")[0]
     assert all(a in rec["positive_ctxs"][0]["text"] for a in rec["answers"])
     assert json.loads((tmp_path / "dpr" / "convert-meta.json").read_text())["dropped_questions"] == 1
+
+
+def test_hybrid_search_refuses_a_bm25_index_of_another_corpus(tiny_model_dir, fp32_folder, tmp_path):
+    other = write(tmp_path / "other.tsv", "id\ttext\ttitle\n" + "".join(
+        f"o{i}\tthe Danube starts in the Black Forest {i}\tT\n" for i in range(5)))
+    cli("bm25", "index", "--corpus", other, "--out", tmp_path / "bm25")
+    cli("index", "--embeddings", fp32_folder, "--out", tmp_path / "idx")
+    out = one_line_error("search", "--index", tmp_path / "idx", "--queries", SAMPLE / "test.qa.tsv", "--model",
+                         tiny_model_dir, "--bm25-index", tmp_path / "bm25", "--out-run", tmp_path / "h.trec")
+    assert "bm25: holds another corpus" in out  # before: a hybrid run full of o0..o4
+    assert not (tmp_path / "h.trec").exists()

@@ -59,6 +59,11 @@ def search(
     if faiss_gpu:
         loaded = [(index_to_gpu(i), ids_, m) for i, ids_, m in loaded]
     faiss_index, ids, meta = loaded[0]
+    if bm25_index is not None:  # before any search: a BM25 index of another corpus (fingerprints, counts)
+        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+
+        dense_ids = frozenset(i for _, ids_, _ in loaded for i in ids_)
+        check_same_corpus(bm25_index, meta, dense_ids)
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
     # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
     recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
@@ -79,8 +84,6 @@ def search(
     if bm25_index is not None:
         from dpr_xrisk.retrieval.bm25 import bm25_search, check_same_corpus
 
-        dense_ids = [i for _, ids_, _ in loaded for i in ids_]
-        check_same_corpus(bm25_index, meta, dense_ids)  # before the search: fingerprints, counts
         sparse = bm25_search(bm25_index, questions, k=depth)
         check_same_corpus(bm25_index, meta, dense_ids, sparse)  # and the ids BM25 returned
         run = fuse(run, sparse, method=fusion, alpha=alpha, k=k)
