@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         for name in harness.experiments():
             exp = harness.load_experiment(name)
             print(f"{name} ({exp.protocol}): {exp.title}\n  systems: {', '.join(exp.current())}")
+            if exp.default() != exp.current():
+                print(f"  run by default: {', '.join(exp.default())}")
 
 
 if __name__ == "__main__":
