@@ -183,3 +183,23 @@ def test_tiny_gpu_experiment_runs_on_the_cpu(tmp_path):
     assert rec["protocol"] == "gpu-1" and rec["device"] == "cpu"
     assert [t["batch"] for t in rec["train"]] == [8, 16] and rec["encode"][0]["passages"] == 64
     assert all(isinstance(t["ours_q_per_s"], float) and isinstance(t["st_mnrl_q_per_s"], float) for t in rec["train"])
+
+
+def test_nq_section_shows_stored_results(tmp_path, monkeypatch):
+    """Pending until an nq-*.json is stored; then one table per corpus, with the paired rows."""
+    assert "Pending" in "\n".join(report.nq_section()) or list(harness.RESULTS.glob("nq-*.json"))
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    m = {"top1": 0.4, "top5": 0.6, "top20": 0.7, "top100": 0.8, "mrr@10": 0.5}
+    ci = {"diff": 0.02, "ci95": [0.01, 0.03]}
+    res = {"machine": {"date": "2026-12-05T01:00:00+00:00", "cpu_model": "X"},
+           "data": {"stats": {"train_questions": 1624, "test_questions": 400, "corpus_passages": 24043}},
+           "runs": {"zero-shot": {"-1": {"metrics": m, "hub_rate": 0.01}},
+                    "recommended": {"0": {"metrics": m, "hub_rate": 0.02, "hybrid-rrf": m},
+                                    "1": {"metrics": {**m, "top1": 0.5}, "hub_rate": 0.02, "hybrid-rrf": m}}},
+           "paired": [{"base": "zero-shot", "other": "recommended", "seeds": [0, 1],
+                       **{k: ci for k in ("top1", "top5", "top20", "rr@10")}}]}
+    (tmp_path / "nq-20k.json").write_text(json.dumps(res))
+    text = "\n".join(report.nq_section())
+    assert "### 20k distractors" in text and "| zero-shot | — | 0.4000 |" in text
+    assert "| recommended | 0,1 | 0.4500 | 0.6000 |" in text and "| 2.00 % |" in text
+    assert "| recommended − zero-shot | 0,1 | +2.0 [+1.0, +3.0] |" in text
