@@ -295,3 +295,25 @@ def test_toml_and_recipe_values_share_the_range_checks(tmp_path):
     with pytest.raises(InputError, match="threads must be >= 1"):
         TrainConfig.load(None, {"threads": -1}, recipe="recommended")
     assert TrainConfig(max_grad_norm=float("inf")).max_grad_norm == float("inf")  # no clipping
+
+
+def test_refreshing_is_one_property_of_the_config():
+    assert not TrainConfig().refreshing
+    assert TrainConfig(refresh_every=4, corpus="c.tsv").refreshing
+    assert TrainConfig(refresh_every_epochs=0.5, corpus="c.tsv").refreshing
+    assert TrainConfig(negatives="model", corpus="c.tsv").refreshing
+    with pytest.raises(InputError, match="needs a corpus"):
+        TrainConfig(negatives="model")
+
+
+def test_the_encoder_trains_at_its_training_lengths_and_is_saved_at_the_inference_ones(tiny_model_dir):
+    """The lengths are resolved once, at load: training uses query/passage_max_length; the saved
+    settings keep inference_*_max_length, else the starting model's own lengths."""
+    from dpr_xrisk.train.setup import load_encoder
+
+    cfg = TrainConfig(model=str(tiny_model_dir), query_max_length=16, passage_max_length=40)
+    encoder, saved = load_encoder(cfg)
+    assert (encoder.settings.query_max_length, encoder.settings.passage_max_length) == (16, 40)
+    assert (saved.query_max_length, saved.passage_max_length) == (64, 256)  # the tiny model declares the defaults
+    _, saved = load_encoder(TrainConfig(model=str(tiny_model_dir), inference_passage_max_length=96))
+    assert (saved.query_max_length, saved.passage_max_length) == (64, 96)
