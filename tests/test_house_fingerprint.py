@@ -12,7 +12,9 @@ the corpus embeddings (``.npy`` bytes), the TREC run (question ids, passage ids 
 rounded to 4 decimals so that a last-bit difference in a float sum cannot hide the ids) and the
 metrics (rounded to 6 decimals). Wall-clock fields (seconds, timestamps) and paths are left out.
 Every length is pinned on the command line, so a changed default (``passage_max_length``) does not
-move the fingerprints.
+move the fingerprints. The hashes are exact, so they hold for one CPU kind and torch build (the
+ones they were recorded with, run to run and process to process); on another, where float kernels
+may round differently, record them again at 1b30493 before comparing.
 """
 
 from __future__ import annotations
