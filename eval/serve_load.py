@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, help="Where serve_load.json goes; default: --work.")
     p.add_argument("--threads", type=int, default=1, help="Server threads (torch, FAISS, Lucene); the ceilings use the same.")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
+    p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--requests", type=int, help="Requests per cell (default 200 with --tiny, 2000).")
     p.add_argument("--seconds", type=float, help="Longest a cell runs (default 4 with --tiny, 60).")
     p.add_argument("--soak-requests", type=int, help="Requests of the soak (default 600 with --tiny, 20000).")
@@ -249,7 +250,7 @@ def main(argv=None) -> int:
     for label, max_batch, wait in (("batching", 64, 2.0), ("no batching", 1, 0.0)):
         server = Server(idx, bm25, args.threads, max_batch, wait)
         try:
-            for mode in MODES:
+            for mode in args.modes:
                 for c in args.concurrency:
                     print(f"{label} {mode} c={c} ...", file=sys.stderr)
                     cell = closed_loop(server.port, good_request(questions, mode), c, requests, seconds)

@@ -195,8 +195,12 @@ class Retriever:
         from dpr_xrisk.retrieval.bm25 import ranked
 
         k = max(d for _, _, d in asked)
-        hits = self.searcher.batch_search([t for _, t, _ in asked], [qid for qid, _, _ in asked], k=k + 1,
-                                          threads=self.threads or 1)
+        threads = self.threads or 1
+        if threads > 1 and len(asked) > 1:  # Lucene searches them in parallel
+            hits = self.searcher.batch_search([t for _, t, _ in asked], [qid for qid, _, _ in asked], k=k + 1,
+                                              threads=threads)
+        else:  # one thread: batch_search costs more than a search per question (its thread pool)
+            hits = {qid: self.searcher.search(text, k=k + 1) for qid, text, _ in asked}
         run = {}
         for qid, text, _ in asked:
             found, depth = [(h.docid, float(h.score)) for h in hits.get(qid, [])], k + 1
