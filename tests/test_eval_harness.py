@@ -203,3 +203,16 @@ def test_nq_section_shows_stored_results(tmp_path, monkeypatch):
     assert "### 20k distractors" in text and "| zero-shot | — | 0.4000 |" in text
     assert "| recommended | 0,1 | 0.4500 | 0.6000 |" in text and "| 2.00 % |" in text
     assert "| recommended − zero-shot | 0,1 | +2.0 [+1.0, +3.0] |" in text
+
+
+def test_tiny_encode_experiment(tmp_path):
+    """The encode comparison's every step on a tiny random model: interleaved repetitions, both
+    precisions, the same embeddings on both sides."""
+    pytest.importorskip("sentence_transformers")
+    from eval.__main__ import main
+
+    main(["run", "encode", "--tiny", "--work", str(tmp_path)])
+    rec = json.loads((tmp_path / "bench_encode.json").read_text())[-1]
+    assert rec["protocol"] == "encode-1" and set(rec["summary"]) == {"fp32", "bf16"}
+    assert rec["summary"]["fp32"]["passages"] == 32 and rec["summary"]["fp32"]["max_abs_diff"] < 1e-4
+    assert len(rec["raw_seconds"]["ours_fp32"]) == 1
