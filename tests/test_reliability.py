@@ -441,7 +441,7 @@ def test_out_under_a_file_says_so(tmp_path, args):
 ])
 def test_usage_errors_are_one_line(args):
     out = one_line_error(*args)
-    assert "╭" not in out and "Usage:" not in out
+    assert ("Invalid value for" in out or "Missing option" in out) and "Usage:" not in out
 
 
 @pytest.mark.parametrize("damage,match", [
