@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -54,6 +55,8 @@ def _trec_run(rows: dict, p: Path) -> dict:
         hits = sorted(hits, key=lambda x: (x[0], x[3]))  # by rank
         seen_doc: dict[str, int] = {}
         for i, (rank, docid, score, line) in enumerate(hits):
+            if not math.isfinite(score):
+                raise InputError(f"score {score} of passage {docid!r} is not a finite number", p, line)
             if docid in seen_doc:
                 raise InputError(f"passage {docid!r} is listed twice for question {qid!r} (also line {seen_doc[docid]})",
                                  p, max(line, seen_doc[docid]))
@@ -106,6 +109,9 @@ def _json_run(records: dict, p: Path) -> dict:
                 except (TypeError, ValueError):
                     raise InputError(f"question {qid!r}: context {i + 1} has a score that is not a number: {c['score']!r}",
                                      p, _json_line(p, qid, i)) from None
+                if not math.isfinite(score):
+                    raise InputError(f"question {qid!r}: context {i + 1} has a score that is not finite: {score}",
+                                     p, _json_line(p, qid, i))
             else:
                 score = -float(i + 1)  # no scores at all: the file order is the ranking
             if hits and score > hits[-1][1]:

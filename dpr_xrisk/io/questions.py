@@ -32,6 +32,7 @@ def read_questions(path: str | Path) -> list[Question]:
         out = _read_table(p)
         if not out:
             raise InputError("no questions in table", p)
+        _check_unique(out, p)
         return out
     if p.is_dir():
         if not (p / "queries.jsonl").exists():
@@ -50,7 +51,17 @@ def read_questions(path: str | Path) -> list[Question]:
         raise InputError("unknown questions format; valid: .tsv/.csv (DPR QA), .jsonl, .json (DPR biencoder)", p)
     if not out:
         raise InputError("no questions in file", p)
+    _check_unique(out, p)
     return out
+
+
+def _check_unique(questions: list[Question], p) -> None:
+    """Two questions with one id would be merged in silence by every run and metric."""
+    seen: dict[str, int] = {}
+    for i, q in enumerate(questions):
+        if q.qid in seen:
+            raise InputError(f"question id {q.qid!r} appears twice (records {seen[q.qid] + 1} and {i + 1})", p)
+        seen[q.qid] = i
 
 
 def parse_answers(cell: str, path, lineno) -> tuple[str, ...]:
@@ -124,7 +135,7 @@ def _read_table(p: Path) -> list[Question]:
 
 
 def _read_jsonl(p: Path) -> list[Question]:
-    out = []
+    out, lines = [], {}
     for lineno, obj in json_lines(p):
         qid = obj.get("id", obj.get("_id", obj.get("qid")))
         if qid is None:
@@ -141,6 +152,9 @@ def _read_jsonl(p: Path) -> list[Question]:
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("field 'answers' must be a list of strings", p, lineno)
         check_answers(answers, p, lineno)
+        if str(qid) in lines:
+            raise InputError(f"question id {str(qid)!r} appears twice (also line {lines[str(qid)]})", p, lineno)
+        lines[str(qid)] = lineno
         out.append(Question(str(qid), text.strip(), tuple(answers)))
     return out
 

@@ -36,9 +36,16 @@ def read_qrels(path: str | Path) -> Qrels:
         else:
             raise InputError(f"expected 'qid 0 docid rel' (or BEIR 'qid docid rel'), got {len(fields)} fields", p, lineno)
         try:
-            qrels.setdefault(qid, {})[docid] = int(float(rel))
+            value = float(rel)
         except ValueError:
             raise InputError(f"relevance {rel!r} is not a number", p, lineno) from None
+        if not value.is_integer():  # int() would make 0.5 a silent 0 (not relevant)
+            raise InputError(f"relevance {rel!r} is not an integer grade", p, lineno)
+        judged = qrels.setdefault(qid, {})
+        if docid in judged and judged[docid] != int(value):
+            raise InputError(f"document {docid!r} of question {qid!r} is judged twice with different grades "
+                             f"({judged[docid]} and {int(value)})", p, lineno)
+        judged[docid] = int(value)
     if not qrels:
         raise InputError("no judgements in qrels file", p)
     return qrels
