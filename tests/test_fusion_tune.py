@@ -197,7 +197,7 @@ def test_the_answer_cache_is_keyed_by_the_answers_not_the_question_id():
 
 @pytest.mark.parametrize("lines, message", [
     (['{"id": "0", "question": "a?", "answers": ["x"]}', '{"id": "0", "question": "b?", "answers": ["y"]}'],
-     "repeats question ids"),
+     "question id '0' appears twice"),
     (['{"id": "0", "question": "a?", "answers": []}', '{"id": "1", "question": "b?", "answers": ["y"]}'],
      "1 question(s) of --answers have no answer"),
 ])
