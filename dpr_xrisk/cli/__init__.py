@@ -33,7 +33,7 @@ def _fail(message: str, code: int):
             bar.close()
     except Exception:  # noqa: BLE001 - the error line matters more than the bar
         pass
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {' '.join(str(message).split(chr(10)))}", err=True)  # one line, whatever the message holds
     raise typer.Exit(code)
 
 

@@ -24,6 +24,10 @@ def read_retrieval_json(path: str | Path) -> dict:
     for qid, rec in data.items():
         if not isinstance(rec, dict) or "contexts" not in rec or "answers" not in rec:
             raise InputError(f"question {qid!r}: missing 'answers' or 'contexts' (not a DPR retrieval file?)", path)
+        if not isinstance(rec["contexts"], list) or not all(isinstance(c, dict) for c in rec["contexts"]):
+            raise InputError(f"question {qid!r}: 'contexts' must be a list of objects", path)
+        if not isinstance(rec["answers"], list) or not all(isinstance(a, str) for a in rec["answers"]):
+            raise InputError(f"question {qid!r}: 'answers' must be a list of strings", path)
         for c in rec["contexts"]:
             if "docid" not in c:
                 raise InputError(f"question {qid!r}: a context has no 'docid'", path)
