@@ -2,7 +2,7 @@
 and a soak with malformed requests. Bounded: every cell stops after a fixed number of requests or
 seconds, whichever comes first, and every server it starts is stopped.
 
-    python eval/serve_load.py --tiny            # demo sample + MiniLM, about two minutes on 2 busy cores
+    python eval/serve_load.py --tiny            # demo sample + MiniLM, about three minutes on 2 busy cores
     python eval/serve_load.py                   # MiniLM index of ../shared/data/wikipedia-100k (builds it
                                                 # once into eval/work/serve-load/, ~30 min of CPU)
 
