@@ -222,7 +222,7 @@ def encode_section() -> list[str]:
     if not rec:
         return lines + ["Pending.", ""]
     m = rec["machine"]
-    lines += [f"{m['date'][:10]}, {m.get('cpu_model', '?')}, {rec['threads']} threads, MiniLM at 256 word pieces, "
+    lines += [f"{m['date'][:10]}, {m.get('cpu_model') or m.get('platform', '?')}, {rec['threads']} threads, MiniLM at 256 word pieces, "
               f"batch {rec['args']['batch_size']}, {rec['args']['reps']} interleaved repetitions:", "",
               "| precision | passages | ours psg/s | ST psg/s | ours / ST (medians) | paired | CPU-time ratio | max abs diff |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -311,6 +311,17 @@ RETIRED = [
 ]
 
 
+RETIRED_PAGES = ["RESULTS.md", "RESULTS-full.md", "RESULTS-full-gpu.md", "RESULTS-gpu.md", "RESULTS-train.md",
+                 "RESULTS-train-quality.md", "RESULTS-diagnosis.md", "RESULTS-fusion.md", "RESULTS-fusion-p256.md",
+                 "RESULTS-fcco.md", "RESULTS-fcco-q128e8.md", "RESULTS-refresh.md", "RESULTS-refresh-amx.md",
+                 "RESULTS-refresh-fast.md", "RESULTS-refresh-fast2.md", "RESULTS-refresh-fast3.md",
+                 "RESULTS-refresh-fast3int8.md", "RESULTS-refresh-fast4.md", "RESULTS-refresh-fast4-128.md", "SCALE.md"]
+RETIRED_SCRIPTS = ["bench_batch.py", "bench_datasets.py", "bench_diagnosis.py", "bench_encode_rss.py",
+                   "bench_fcco_batch.py", "bench_fusion.py", "bench_heap.py", "bench_quantize.py", "bench_refresh.py",
+                   "bench_refresh_cost.py", "bench_scale.py", "bench_search.py", "bench_squad_zeroshot.py",
+                   "bench_train_squad.py", "bench_train_throughput.py", "_st_onnx_worker.py", "st_onnx_venv.sh"]
+
+
 def retired_section() -> list[str]:
     lines = ["## Retired benchmarks", "",
              "Superseded by the protocols above (their numbers measured code or recipes that have since changed). "
@@ -318,7 +329,12 @@ def retired_section() -> list[str]:
              f"(every script and page of that commit's `eval/`: `git show {RETIRED_AT}:eval/`); their raw JSON "
              "stays in `eval/results/`.", "", "| benchmark | page | raw JSON |", "|---|---|---|"]
     lines += [f"| {what} | `git show {RETIRED_AT}:eval/{page}` | `eval/results/{js}` |" for what, page, js in RETIRED]
-    return lines + [""]
+    return lines + ["", "Every file retired from `eval/` at that commit:", "",
+                    "- pages: " + ", ".join(f"`{p}`" for p in RETIRED_PAGES) + ", and their figures (`*.png`)",
+                    "- scripts: " + ", ".join(f"`{p}`" for p in RETIRED_SCRIPTS),
+                    "- what the harness took over: `_common.py` (harness.py), `nq_data.py` (nq.py), "
+                    "`stats_lengths.py` (squad.py), `bench_full.py` (squad.py + experiments/squad.toml), `bench_nq.py` "
+                    "(nq.py + experiments/nq.toml), `bench_encode.py`, `bench_gpu.py`, `bench_fuzz.py` (speed.py)", ""]
 
 
 SECTIONS = {"squad": squad_section, "nq": nq_section, "encode": encode_section, "train-speed": train_section,
