@@ -255,6 +255,17 @@ def test_broken_http_is_refused_and_the_server_goes_on(server_limited):
     assert ok(server_limited, {"questions": "Where does the Danube start?", "k": 2})["results"][0]["hits"]
 
 
+def test_odd_questions_are_answered(server_limited):
+    odd = ["???", "\x00", "AND OR NOT", "title:foo", '"unbalanced', "\\", "🦀 a\nb", "the the the"]  # 8, the limit
+    for mode in ("dense", "bm25", "hybrid"):
+        results = ok(server_limited, {"questions": odd, "k": 3, "mode": mode})["results"]
+        assert [r["question"] for r in results] == odd  # BM25 may find nothing for a stop word or a symbol
+    status, _, page = call(server_limited, "GET", "/?q=Where&k=abc")
+    assert status == 422 and "k: must be an integer" in page and "<form" in page
+    status, _, page = call(server_limited, "GET", "/?q=%3Cscript%3Ealert(1)%3C/script%3E&k=2")
+    assert status == 200 and "<script>" not in page and "&lt;script&gt;" in page
+
+
 def test_other_refusals_and_lookups(server_limited):
     for method, path, status in (("GET", "/documents/nope", 404), ("GET", "/documents/s1/../s2", 404),
                                  ("GET", "/nowhere", 404), ("GET", "/search", 405), ("DELETE", "/documents/s1", 405)):
