@@ -433,18 +433,29 @@ def run(exp, params: dict, systems: list[str], seeds: list[int], work: Path | No
                 continue
             rec = one_run(exp, params, data, work, system, seed)
             recs.setdefault(system, {})[-1 if kind in ("zero-shot", "bm25") else seed] = rec
-    recs = {s: {k: derived(data, work, run_name(s, k, exp.systems[s]["kind"]), r, "bm25" in systems)
+    bm25 = (work / "runs" / "bm25" / "bench.json").exists()
+    recs = {s: {k: derived(data, work, run_name(s, k, exp.systems[s]["kind"]), r, bm25)
                 for k, r in by.items()} for s, by in recs.items()}
+    res = results_path(params) if not params["tiny"] and not any(params[k] for k in ("train", "test", "corpus")) \
+        else work / "results.json"
+    # the records of earlier invocations on the same data stay (another system, another seed)
+    stored = harness.load_results(res)
+    if stored.get("protocol") == exp.protocol and stored.get("data", {}).get("inputs") == data["inputs"]:
+        for s, by in stored["runs"].items():
+            for k, r in by.items():
+                recs.setdefault(s, {}).setdefault(int(k), r)
+    recs = {s: dict(sorted(by.items())) for s, by in recs.items()}
     rng = np.random.default_rng(0)
-    trained = [s for s in order if exp.systems[s]["kind"] in ("train", "st-mnrl")]
-    pairs = [("zero-shot", s) for s in trained] if "zero-shot" in systems else []
-    if "recommended" in systems:
+    done = [s for s in exp.systems if s in recs and paired.runs_of(s, work / "runs")]
+    trained = [s for s in done if exp.systems[s]["kind"] in ("train", "st-mnrl")]
+    pairs = [("zero-shot", s) for s in trained] if "zero-shot" in done else []
+    if "recommended" in done:
         pairs += [("recommended", s) for s in trained if s != "recommended"]
-    comparisons = [paired.compare(a, b, params["bootstrap"], rng, work / "runs", seeds=seeds) for a, b in pairs]
+    # only the seeds with a record (a run folder of another seed may hold a run of other settings)
+    comparisons = [paired.compare(a, b, params["bootstrap"], rng, work / "runs", seeds=[k for k in recs[b] if k >= 0])
+                   for a, b in pairs]
     out = {"experiment": exp.name, "protocol": exp.protocol, "command": command, "machine": env,
            "params": {k: v for k, v in params.items()}, "data": {k: v for k, v in data.items() if k != "train_positives"},
            "runs": recs, "paired": comparisons}
-    res = results_path(params) if not params["tiny"] and not any(params[k] for k in ("train", "test", "corpus")) \
-        else work / "results.json"
     replace_text(res, json.dumps(out, indent=2, default=str) + "\n")
     return res
