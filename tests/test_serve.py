@@ -452,6 +452,14 @@ def test_search_page_in_headless_browser(retriever, tmp_path):
         shutil.copy(shot, keep)
 
 
+def test_cli_serve_refuses_bad_start_up_inputs_in_one_line(built, tmp_path):
+    out = cli("serve", "--index", tmp_path, code=2)
+    assert "not an index folder" in out and len(out.strip().splitlines()) == 1
+    out = cli("serve", "--index", built / "idx", "--bm25-index", tmp_path, code=2)
+    assert "not a BM25 index folder" in out
+    assert "--port" in cli("serve", "--index", built / "idx", "--port", "70000", code=2)
+
+
 def test_serve_help_lists_the_options():
     out = cli("serve", "--help")
     for option in ("--index", "--bm25-index", "--host", "--port", "--token", "--max-batch", "--max-wait-ms", "--threads",

@@ -234,11 +234,9 @@ class Retriever:
 
 
 def _as_request_error(e: Exception) -> Exception:
-    """Problems a request caused (bad input, Lucene refusing a query) become a 422 for it alone."""
-    if isinstance(e, (BadRequest,)):
-        return e
-    if isinstance(e, InputError):
-        return BadRequest(str(e))
+    """Lucene refusing a question becomes a 422 for its request alone. Anything else is the
+    server's problem (requests are validated before they are queued: an InputError here is about
+    the loaded data) and stays an exception: a 500 whose details go to the log only."""
     if type(e).__name__ == "JavaException":
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         return BadRequest(f"BM25 (Lucene) could not search the question (Lucene refuses queries of over 1,024 "
