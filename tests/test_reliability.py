@@ -487,12 +487,13 @@ def test_hybrid_search_refuses_a_bm25_index_of_another_corpus(tiny_model_dir, fp
     ("q.qrels", "0 0 d1 0.5\n", "qrels", r"q.qrels:1: relevance '0.5' is not an integer grade"),
     ("q.qrels", "0 0 d1 1\n0 0 d1 0\n", "qrels", r"q.qrels:2: document 'd1' of question '0' is judged twice"),
     ("q.jsonl", '{"id": "a", "question": "x?"}\n{"id": "a", "question": "y?"}\n', "questions",
-     r"q.jsonl:2: question id 'a' appears twice \(also line 1\)"),
+     r"q.jsonl: question id 'a' appears twice \(questions 1 and 2 of the file\)"),
     ("r.trec", "0 Q0 d1 1 nan t\n", "run", r"r.trec:1: score nan of passage 'd1' is not a finite number"),
 ])
 def test_inputs_that_would_be_merged_or_rounded_in_silence(tmp_path, name, text, reader, match):
+    from dpr_xrisk.io.questions import check_unique_ids
     from dpr_xrisk.io.trec import read_qrels
 
     f = write(tmp_path / name, text)
     with pytest.raises(InputError, match=match):
-        {"qrels": read_qrels, "questions": read_questions, "run": read_any_run}[reader](f)
+        {"qrels": read_qrels, "questions": lambda f: check_unique_ids(read_questions(f), f), "run": read_any_run}[reader](f)

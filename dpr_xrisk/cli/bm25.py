@@ -47,14 +47,14 @@ def bm25_search(
     threads: Annotated[int, typer.Option(min=1, help="Search threads.")] = 2,
 ):
     """Retrieve the top-k passages per question with BM25."""
-    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.questions import check_unique_ids, read_questions
     from dpr_xrisk.retrieval.bm25 import bm25_meta
     from dpr_xrisk.retrieval.bm25 import bm25_search as search
     from dpr_xrisk.retrieval.search import check_run_outputs, run_meta, write_run_outputs
 
     check_run_outputs(out_run, out_json)  # before any work
     meta = bm25_meta(index)
-    questions = read_questions(queries)
+    questions = check_unique_ids(read_questions(queries), queries)
     if corpus is None and out_json is not None:
         corpus = Path(meta["corpus"])
         if not corpus.exists():

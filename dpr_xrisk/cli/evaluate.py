@@ -26,7 +26,7 @@ def evaluate(
     from dpr_xrisk.retrieval.encode import provenance
     from dpr_xrisk.evaluation.evaluate import check_ks, check_qrels_docs, evaluate_run, read_any_run
     from dpr_xrisk.io.common import write_json
-    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.questions import check_unique_ids, read_questions
     from dpr_xrisk.io.trec import read_qrels
     from dpr_xrisk.retrieval.search import load_passage_texts
 
@@ -41,7 +41,7 @@ def evaluate(
     for path in (out, plot):
         if path is not None:
             check_output(path)  # before any work
-    questions = read_questions(answers) if answers else None
+    questions = check_unique_ids(read_questions(answers), answers) if answers else None
     judged = read_qrels(qrels) if qrels else None
     passages = None
     if corpus is not None and (questions is not None or judged is not None):  # one pass over the corpus

@@ -37,7 +37,7 @@ def search(
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
     from dpr_xrisk.retrieval.index import load_indexes, set_search_params
-    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.questions import check_unique_ids, read_questions
     from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.retrieval.search import check_compatible, corpus_for_json, dense_search, fuse
 
@@ -48,7 +48,7 @@ def search(
     check_run_outputs(out_run, out_json)  # before any work: a bad output path never costs a search
     dev = resolve_device(device)  # checked before anything loads
     check_inference(backend, quantize, dev, bf16)
-    questions = read_questions(queries)
+    questions = check_unique_ids(read_questions(queries), queries)
     if faiss_gpu:
         from dpr_xrisk.retrieval.index import check_faiss_gpu, index_to_gpu
 
@@ -112,7 +112,7 @@ def fuse_runs(
 ):
     """Fuse two existing runs into a hybrid run."""
     from dpr_xrisk.evaluation.evaluate import read_any_run, run_meta as stored_meta
-    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.questions import check_unique_ids, read_questions
     from dpr_xrisk.retrieval.encode import same_corpus
     from dpr_xrisk.retrieval.search import check_run_outputs, fuse, run_meta, write_run_outputs
 
@@ -128,7 +128,7 @@ def fuse_runs(
 
         raise InputError(f"was retrieved from another corpus than {dense} (their .meta.json corpus fingerprints "
                          "differ): fuse runs of one corpus", sparse)
-    questions = read_questions(queries)
+    questions = check_unique_ids(read_questions(queries), queries)
     run = fuse(read_any_run(dense)[0], read_any_run(sparse)[0], method=fusion, alpha=alpha, k=k)
     meta = run_meta(f"hybrid-{fusion}", questions, queries, k=k, alpha=alpha if fusion == "interpolation" else None,
                     runs=[str(Path(dense).resolve()), str(Path(sparse).resolve())], corpus_fingerprint=fps[0] or fps[1])
@@ -161,7 +161,7 @@ def tune_fusion(
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.evaluation.evaluate import check_ks, judged_questions, read_any_run
     from dpr_xrisk.io.common import write_json
-    from dpr_xrisk.io.questions import read_questions
+    from dpr_xrisk.io.questions import check_unique_ids, read_questions
     from dpr_xrisk.io.trec import read_qrels
     from dpr_xrisk.retrieval.search import ALPHA_GRID, load_passage_texts, per_question_metrics, tune_alpha
 
@@ -184,9 +184,8 @@ def tune_fusion(
     questions = read_questions(answers) if answers is not None else None
     labelled = judged_questions(judged, qrels) if judged is not None else None
     if questions is not None:
+        check_unique_ids(questions, answers)
         asked = [q.qid for q in questions]
-        if len(set(asked)) != len(asked):
-            raise InputError(f"--answers repeats question ids ({len(asked) - len(set(asked))} duplicate(s))", answers)
         bare = [q.qid for q in questions if not any(a.strip() for a in q.answers)]
         if bare:
             raise InputError(f"{len(bare)} question(s) of --answers have no answer, e.g. {bare[0]!r}: "

@@ -32,7 +32,6 @@ def read_questions(path: str | Path) -> list[Question]:
         out = _read_table(p)
         if not out:
             raise InputError("no questions in table", p)
-        _check_unique(out, p)
         return out
     if p.is_dir():
         if not (p / "queries.jsonl").exists():
@@ -51,17 +50,20 @@ def read_questions(path: str | Path) -> list[Question]:
         raise InputError("unknown questions format; valid: .tsv/.csv (DPR QA), .jsonl, .json (DPR biencoder)", p)
     if not out:
         raise InputError("no questions in file", p)
-    _check_unique(out, p)
     return out
 
 
-def _check_unique(questions: list[Question], p) -> None:
-    """Two questions with one id would be merged in silence by every run and metric."""
+def check_unique_ids(questions: list[Question], p) -> list[Question]:
+    """``questions``, whose ids must be unique: two questions with one id would be merged in
+    silence by a run (one list per id) and by every metric. Checked where questions are searched
+    or scored (``search``, ``bm25 search``, ``fuse``, ``evaluate``), not by the reader, which
+    returns what a file holds."""
     seen: dict[str, int] = {}
     for i, q in enumerate(questions):
         if q.qid in seen:
-            raise InputError(f"question id {q.qid!r} appears twice (records {seen[q.qid] + 1} and {i + 1})", p)
+            raise InputError(f"question id {q.qid!r} appears twice (questions {seen[q.qid] + 1} and {i + 1} of the file)", p)
         seen[q.qid] = i
+    return questions
 
 
 def parse_answers(cell: str, path, lineno) -> tuple[str, ...]:
@@ -135,7 +137,7 @@ def _read_table(p: Path) -> list[Question]:
 
 
 def _read_jsonl(p: Path) -> list[Question]:
-    out, lines = [], {}
+    out = []
     for lineno, obj in json_lines(p):
         qid = obj.get("id", obj.get("_id", obj.get("qid")))
         if qid is None:
@@ -152,9 +154,6 @@ def _read_jsonl(p: Path) -> list[Question]:
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("field 'answers' must be a list of strings", p, lineno)
         check_answers(answers, p, lineno)
-        if str(qid) in lines:
-            raise InputError(f"question id {str(qid)!r} appears twice (also line {lines[str(qid)]})", p, lineno)
-        lines[str(qid)] = lineno
         out.append(Question(str(qid), text.strip(), tuple(answers)))
     return out
 
