@@ -8,9 +8,9 @@ means the refactor changed what training, encoding or search computes.
 
 What is fingerprinted, and why all of it is deterministic on one machine: the trained towers'
 safetensors bytes (every random draw of training is seeded from (seed, step); one torch thread),
-the corpus embeddings (``.npy`` bytes), the TREC run (question ids, passage ids and ranks; scores
-rounded to 4 decimals so that a last-bit difference in a float sum cannot hide the ids) and the
-metrics (rounded to 6 decimals). Wall-clock fields (seconds, timestamps) and paths are left out.
+the corpus embeddings (``.npy`` bytes), the TREC run (per question, the passages in score order
+with their scores; the order of exactly tied scores is not part of it, see :func:`_ranking`) and
+the metrics (rounded to 6 decimals). Wall-clock fields (seconds, timestamps) and paths are left out.
 Every length is pinned on the command line, so a changed default (``passage_max_length``) does not
 move the fingerprints. The hashes are exact, so they hold for one CPU kind and torch build (the
 ones they were recorded with, run to run and process to process); on another, where float kernels
@@ -41,7 +41,7 @@ EXPECTED = {"plain": {"weights": "70882888bc2acde0",
            "losses": [7.50343, 6.31937, 6.00581, 5.75566],
            "refreshes": [],
            "embeddings": "0e37259be7eeb9b1",
-           "run": "091c0e932a757155",
+           "run": "a6928fcddcc99602",
            "metrics": {"mrr@10": 0.0,
                        "mrr@50": 0.00125,
                        "ndcg@10": 0.0,
@@ -84,7 +84,7 @@ EXPECTED = {"plain": {"weights": "70882888bc2acde0",
                             "train_recall@10": 0.05,
                             "train_recall@20": 0.075}],
              "embeddings": "7c230bbddd2a993f",
-             "run": "5c724bf0fe269fed",
+             "run": "ebf20f6090294864",
              "metrics": {"mrr@10": 0.0,
                          "mrr@50": 0.007408,
                          "ndcg@10": 0.0,
@@ -137,6 +137,24 @@ def _rounded(value, digits: int = 6):
     return value
 
 
+def _ranking(run: Path) -> list[str]:
+    """The run as each question's (passage, score) list in score order, ties by passage id, with
+    the passages tied at the k cut left out: what a run means, whatever order a search gives tied
+    scores (1b30493 kept FAISS's order; later commits sort ties by passage id descending, so a tie
+    at the cut can keep another passage). Scores to 6 decimals, as 1b30493 wrote them."""
+    by_q: dict[str, list[tuple[str, str]]] = {}
+    for line in run.read_text().splitlines():
+        qid, _, pid, _, score, _ = line.split()
+        by_q.setdefault(qid, []).append((f"{float(score):.6f}", pid))
+    lines = []
+    for qid, hits in by_q.items():
+        cut = hits[-1][0]  # the k-th score
+        for score, pid in sorted(hits, key=lambda h: (-float(h[0]), h[1])):
+            if score != cut:
+                lines.append(f"{qid} {pid} {score}")
+    return lines
+
+
 def pipeline(model_dir: Path, work: Path, setup: str) -> dict:
     """Train, encode, index, search and evaluate; the fingerprints of each stage's output."""
     out = work / "model"
@@ -150,10 +168,7 @@ def pipeline(model_dir: Path, work: Path, setup: str) -> dict:
     cli("index", "--embeddings", work / "emb", "--out", work / "idx")
     cli("search", "--index", work / "idx", "--queries", SAMPLE / "test.qa.tsv", "--k", "50",
         "--out-run", work / "run.trec", "--device", "cpu")
-    run_lines = []
-    for line in (work / "run.trec").read_text().splitlines():
-        qid, _, pid, rank, score, _ = line.split()
-        run_lines.append(f"{qid} {pid} {rank} {float(score):.4f}")
+    run_lines = _ranking(work / "run.trec")
     cli("evaluate", "--run", work / "run.trec", "--answers", SAMPLE / "test.qa.tsv", "--corpus",
         SAMPLE / "passages.tsv", "--qrels", SAMPLE / "test.qrels.tsv", "--qrels-k", "10", "--qrels-k", "50",
         "--k", "1", "--k", "5", "--k", "20", "--k", "50",
