@@ -497,3 +497,18 @@ def test_inputs_that_would_be_merged_or_rounded_in_silence(tmp_path, name, text,
     f = write(tmp_path / name, text)
     with pytest.raises(InputError, match=match):
         {"qrels": read_qrels, "questions": lambda f: check_unique_ids(read_questions(f), f), "run": read_any_run}[reader](f)
+
+
+def test_tune_fusion_refuses_runs_of_other_questions(tmp_path):
+    from dpr_xrisk.retrieval.search import run_meta, write_run_outputs
+
+    test = read_questions(SAMPLE / "test.qa.tsv")
+    for name, hits in (("d.trec", [("s10", 3.0), ("s12", 2.0)]), ("s.trec", [("s12", 9.0), ("s10", 1.0)])):
+        write_run_outputs({q.qid: hits for q in test}, test, None, tmp_path / name, None, "t",
+                          run_meta("t", test, SAMPLE / "test.qa.tsv"))
+    dev = write(tmp_path / "questions.tsv", (SAMPLE / "dev.qa.tsv").read_text())
+    out = one_line_error("tune-fusion", "--dense", tmp_path / "d.trec", "--sparse", tmp_path / "s.trec",
+                         "--answers", dev, "--corpus", SAMPLE / "passages.tsv")
+    assert "d.trec: was retrieved for other questions" in out
+    assert "split names disagree" in one_line_error("tune-fusion", "--dense", tmp_path / "d.trec", "--sparse",
+                                                    tmp_path / "s.trec", "--qrels", SAMPLE / "dev.qrels.tsv")

@@ -179,9 +179,13 @@ def tune_fusion(
         check_ks(cut_k, "--metric's cut-off")
     ks = sorted({1, 5, 20, *(cut_k if metric.startswith("top") else [])})
     qks = sorted({10, *(cut_k if "@" in metric else [])})
-    d_run, s_run = read_any_run(dense)[0], read_any_run(sparse)[0]
+    (d_run, d_records), (s_run, s_records) = read_any_run(dense), read_any_run(sparse)
     judged = read_qrels(qrels) if qrels is not None else None
     questions = read_questions(answers) if answers is not None else None
+    from dpr_xrisk.evaluation.evaluate import check_run_inputs
+
+    for path, records in ((dense, d_records), (sparse, s_records)):  # the runs' own questions and corpus
+        check_run_inputs(path, records, questions, answers, qrels, corpus)
     labelled = judged_questions(judged, qrels) if judged is not None else None
     if questions is not None:
         check_unique_ids(questions, answers)

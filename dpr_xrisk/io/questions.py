@@ -192,16 +192,26 @@ def questions_fingerprint(questions: Iterable[Question]) -> str:
     return h.hexdigest()[:16]
 
 
+SPLITS = {"train": "train", "dev": "dev", "validation": "dev", "val": "dev", "test": "test"}
+
+
 def split_name(path: str | Path) -> str | None:
-    """The split a file of our naming conventions belongs to: ``<split>.qa.tsv``,
-    ``<split>.qrels.tsv``, ``biencoder-<split>.json``, BEIR's ``qrels/<split>.tsv``; else None."""
+    """The split (train, dev or test) a file of our naming conventions belongs to, or None:
+    ``<name>.qa.tsv``, ``<name>.qrels.tsv``, ``biencoder-<name>.json`` and BEIR's
+    ``qrels/<name>.tsv``, where the last word of ``<name>`` (split on ``-``, ``_``, ``.``) is a
+    split word (``nq-test``, ``dev``, ``validation``). Other names tell nothing."""
+    import re
+
     p = Path(path)
     name = p.name.lower()
+    stem = None
     for mark in (".qa.", ".qrels."):
         if mark in name:
-            return name.split(mark)[0]
-    if name.startswith("biencoder-") and name.endswith((".json", ".jsonl")):
-        return name[len("biencoder-"):].rsplit(".", 1)[0]
-    if p.parent.name.lower() == "qrels" and name.endswith(".tsv"):
-        return name[:-4]
-    return None
+            stem = name.split(mark)[0]
+    if stem is None and name.startswith("biencoder-") and name.endswith((".json", ".jsonl")):
+        stem = name[len("biencoder-"):].rsplit(".", 1)[0]
+    if stem is None and p.parent.name.lower() == "qrels" and name.endswith(".tsv"):
+        stem = name[:-4]
+    if not stem:
+        return None
+    return SPLITS.get(re.split(r"[-_.]", stem)[-1])
