@@ -183,7 +183,7 @@ def test_encode_refuses_a_bad_mmap_threshold_before_it_writes(tiny_model_dir, tm
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds")
-@pytest.mark.skipif(not __import__("dpr_xrisk.runtime.device").device.cpu_has_native_bf16(),
+@pytest.mark.skipif(not __import__("dpr_xrisk.runtime.device").runtime.device.cpu_has_native_bf16(),
                     reason="measured where bf16 runs natively (the refresh that warm_heap was made for)")
 def test_warm_heap_keeps_batch_buffers_off_fresh_pages():
     """A fresh process maps (or trims) a BERT batch's activation buffers afresh and faults on each
