@@ -1,5 +1,10 @@
 """Score runs: DPR top-k answer accuracy (runs + answers + passage texts) and recall/MRR/nDCG
 (runs + qrels). Reads the files, calls :mod:`dpr_xrisk.evaluation.metrics`, returns plain dicts.
+
+It also owns the refusals that keep a table honest: a run that every metric would not rank the
+same way (:func:`read_any_run`), and a run scored against the answers, qrels or corpus of other
+questions or another corpus (:func:`check_run_inputs`, from the ``<run>.meta.json`` that
+``search``, ``bm25 search`` and ``fuse`` write beside every run).
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def check_output(path: str | Path, folder: bool = False) -> Path:
     return p
 
 
-def _user_paths(e: BaseException, tmp: Path, final: Path) -> None:
+def user_paths(e: BaseException, tmp: Path, final: Path) -> None:
     """Make an error that names a temp path name the user's path instead (in place)."""
     t, f = str(tmp), str(final)
     if isinstance(e, OSError):
@@ -158,7 +158,7 @@ def staged_files(paths) -> Iterator[list[Path]]:
             yield tmps
         except BaseException as e:
             for t, p in zip(tmps, finals):
-                _user_paths(e, t, p)
+                user_paths(e, t, p)
             raise
         for t, p in zip(tmps, finals):
             os.replace(t, p)
@@ -185,7 +185,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        _user_paths(e, Path(tmp), path)
+        user_paths(e, Path(tmp), path)
         raise
 
 
@@ -206,7 +206,7 @@ def atomic_dir(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
         os.replace(tmp, path)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        _user_paths(e, tmp, path)  # messages name the user's folder, never the temp one
+        user_paths(e, tmp, path)  # messages name the user's folder, never the temp one
         raise
 
 

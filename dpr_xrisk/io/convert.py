@@ -17,7 +17,7 @@ from typing import Iterator
 
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.biencoder import write_biencoder
-from dpr_xrisk.io.common import _user_paths, check_output, load_json, write_json
+from dpr_xrisk.io.common import check_output, load_json, user_paths, write_json
 from dpr_xrisk.io.passages import Passage, read_passages, write_passages_tsv
 from dpr_xrisk.io.questions import Question, read_questions, write_qa_tsv
 from dpr_xrisk.io.trec import read_qrels, write_qrels
@@ -34,7 +34,7 @@ def staged(out_dir) -> Iterator[Path]:
         try:
             yield tmp
         except BaseException as e:
-            _user_paths(e, tmp, out)  # messages name the user's folder, never the temp one
+            user_paths(e, tmp, out)  # messages name the user's folder, never the temp one
             raise
         out.mkdir(exist_ok=True)
         for f in sorted(tmp.iterdir()):

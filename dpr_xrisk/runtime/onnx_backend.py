@@ -226,9 +226,9 @@ def load_or_export(model: nn.Module, root: Path, quantize: str = "none") -> tupl
         tmp.rename(folder)
     except BaseException as e:  # a failed export leaves no half-written cache, and names the cache folder
         shutil.rmtree(tmp, ignore_errors=True)
-        from dpr_xrisk.io.common import _user_paths
+        from dpr_xrisk.io.common import user_paths
 
-        _user_paths(e, tmp, folder)
+        user_paths(e, tmp, folder)
         raise
     return path, True
 
