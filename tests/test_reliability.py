@@ -512,3 +512,21 @@ def test_tune_fusion_refuses_runs_of_other_questions(tmp_path):
     assert "d.trec: was retrieved for other questions" in out
     assert "split names disagree" in one_line_error("tune-fusion", "--dense", tmp_path / "d.trec", "--sparse",
                                                     tmp_path / "s.trec", "--qrels", SAMPLE / "dev.qrels.tsv")
+
+
+def test_indexes_of_other_quantisation_are_not_searched_together(tmp_path):
+    from dpr_xrisk.retrieval.index import load_indexes
+
+    for name, quantize in (("a", "none"), ("b", "int8")):
+        d = tmp_path / name
+        d.mkdir()
+        import faiss
+
+        index = faiss.IndexFlatIP(4)
+        index.add(np.eye(4, dtype=np.float32)[:2])
+        faiss.write_index(index, str(d / "index.faiss"))
+        write(d / "ids.txt", f"{name}1\n{name}2\n")
+        write(d / "meta.json", json.dumps({"dim": 4, "fingerprint": "f", "model": "m", "corpus_fingerprint": "c",
+                                           "quantize": quantize}))
+    with pytest.raises(InputError, match="different --backend/--quantize"):
+        load_indexes([tmp_path / "a", tmp_path / "b"])

@@ -116,6 +116,7 @@ def build_index(emb_dir: str | Path, out_dir: str | Path, factory: str = "Flat",
         "num_shards": len(metas), "shards": [m["shard_id"] for m in metas], "of_shards": metas[0]["num_shards"], "train_seconds": round(train_s, 3),
         "build_seconds": round(time.perf_counter() - t0, 3), "faiss_version": faiss.__version__,
         "quantize": metas[0].get("quantize", "none"), "backend": metas[0].get("backend", "torch"),
+        "dtype": metas[0].get("dtype", "float32"), "bf16": metas[0].get("bf16", False),  # how the vectors were made
     }
     from dpr_xrisk.runtime.onnx_backend import vector_mode
 
@@ -195,6 +196,11 @@ def load_indexes(index_dirs) -> list[tuple]:
     for key, what in (("dim", "dimensions"), ("fingerprint", "models"), ("corpus_fingerprint", "corpora")):
         if len({str(m.get(key)) for m in metas}) != 1:
             raise InputError(f"indexes have mismatched {what}; search only indexes built from one encoding run")
+    from dpr_xrisk.runtime.onnx_backend import vector_mode
+
+    if len({vector_mode(m.get("backend", "torch"), m.get("quantize", "none")) for m in metas}) != 1:
+        raise InputError("indexes were encoded with different --backend/--quantize; search only indexes built from "
+                         "one encoding run")
     seen: set[str] = set()
     for _, ids, _ in loaded:
         overlap = seen.intersection(ids)
