@@ -61,6 +61,8 @@ RUNS = {
                                  r"dup.json:{line2}: passage 's1' is listed twice for question '0'"),
     "scores rise with rank (JSON)": ("rise.json", dpr_json([ctx("s1", 1.0), ctx("s2", 3.0)]),
                                      r"rise.json:{line1}: question '0': rank 2 \(s2\) scores 3, above rank 1"),
+    "has_answer as a string (JSON)": ("flag.json", dpr_json([ctx("s1", 1.0) | {"has_answer": "false"}]),
+                                      r"flag.json: question '0': 'has_answer' must be true or false, got 'false'"),
     "some scores missing (JSON)": ("part.json", dpr_json([ctx("s1", 1.0), ctx("s2")]),
                                    r"part.json:{line1}: question '0': context 2 has no 'score'"),
 }

@@ -31,4 +31,6 @@ def read_retrieval_json(path: str | Path) -> dict:
         for c in rec["contexts"]:
             if "docid" not in c:
                 raise InputError(f"question {qid!r}: a context has no 'docid'", path)
+            if "has_answer" in c and not isinstance(c["has_answer"], bool):  # "false" would count as a hit
+                raise InputError(f"question {qid!r}: 'has_answer' must be true or false, got {c['has_answer']!r}", path)
     return data
