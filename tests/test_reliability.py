@@ -370,6 +370,9 @@ def test_outputs_may_not_be_their_inputs(tiny_model_dir, fp32_folder, tmp_path):
     assert "--out is the embeddings folder" in one_line_error("index", "--embeddings", fp32_folder, "--out", fp32_folder,
                                                               "--overwrite")
     assert (fp32_folder / "meta-00000-of-00001.json").exists()
+    corpus = write(tmp_path / "data" / "passages.tsv", (SAMPLE / "passages.tsv").read_text())
+    assert "--out contains the corpus" in one_line_error("encode", "--model", tiny_model_dir, "--corpus", corpus,
+                                                         "--out", tmp_path / "data")
 
 
 # ---- leftovers: staged, moved in on success, removed on failure ------------------------------------------

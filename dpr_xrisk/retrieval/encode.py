@@ -301,7 +301,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     import torch  # noqa: F401  (fail early if torch is missing)
     from tqdm import tqdm
 
-    from dpr_xrisk.io.common import check_output
+    from dpr_xrisk.io.common import check_apart, check_output
 
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; valid: {', '.join(DTYPES)}")
@@ -310,6 +310,7 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
     if batch_size < 1 or chunk_size < 1:
         raise InputError(f"batch size and chunk size must be >= 1, got {batch_size} and {chunk_size}")
     out = check_output(out_dir, folder=True)
+    check_apart(corpus, out, "corpus")  # never vectors inside a corpus folder, nor a corpus inside the vectors
     meta_path = out / shard_name("meta", shard_id, num_shards, "json")
     fingerprint, corpus_fp = encoder.fingerprint(), corpus_fingerprint(corpus)
     wanted = encode_settings(encoder, fingerprint, corpus_fp, dtype, bf16)
