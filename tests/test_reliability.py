@@ -535,3 +535,16 @@ def test_indexes_of_other_quantisation_are_not_searched_together(tmp_path):
                                            "quantize": quantize}))
     with pytest.raises(InputError, match="different --backend/--quantize"):
         load_indexes([tmp_path / "a", tmp_path / "b"])
+
+
+def test_a_meta_left_beside_a_replaced_run_is_not_believed(tmp_path):
+    from dpr_xrisk.retrieval.search import run_meta, write_run_outputs
+
+    test = read_questions(SAMPLE / "test.qa.tsv")
+    write_run_outputs({q.qid: [("s10", 1.0)] for q in test}, test, None, tmp_path / "r.trec", None, "t",
+                      run_meta("t", test, SAMPLE / "test.qa.tsv"))
+    dev = write(tmp_path / "questions.tsv", (SAMPLE / "dev.qa.tsv").read_text())
+    assert "retrieved for other questions" in one_line_error("evaluate", "--run", tmp_path / "r.trec", "--answers", dev,
+                                                             "--corpus", SAMPLE / "passages.tsv")
+    write(tmp_path / "r.trec", "".join(f"{q.qid} Q0 s11 1 1.0 other\n" for q in test))  # another tool's run, same path
+    cli("evaluate", "--run", tmp_path / "r.trec", "--answers", dev, "--corpus", SAMPLE / "passages.tsv")

@@ -169,12 +169,16 @@ def run_meta(path: str | Path) -> dict | None:
     (what made it: questions, corpus, index, settings), or None when there is none."""
     from dpr_xrisk.io.common import load_json
 
+    from dpr_xrisk.retrieval.encode import file_fingerprint
+
     m = Path(f"{path}.meta.json")
     if not m.is_file():
         return None
     meta = load_json(m)
     if not isinstance(meta, dict):
         raise InputError("not a run meta (expected a JSON object)", m)
+    if meta.get("run_fingerprint") and Path(path).is_file() and meta["run_fingerprint"] != file_fingerprint(path):
+        return None  # the meta of an earlier run at this path (the run was replaced by another tool)
     return meta
 
 

@@ -220,7 +220,7 @@ def setting_differences(recorded: dict, wanted: dict) -> list[str]:
                 out.append(f"corpus {recorded.get('corpus', old)}")
         elif key == "fingerprint":
             if old != value:
-                out.append(f"model {recorded.get('model', old)}")
+                out.append(f"model {recorded.get('model', '?')} (fingerprint {old} -> {value})")
         elif old != value:
             out.append(f"{key} {old} -> {value}")
     return out

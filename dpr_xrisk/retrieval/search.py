@@ -268,15 +268,17 @@ def write_run_outputs(run, questions, corpus, out_run, out_json, tag: str, meta:
             records = retrieval_records(run, questions, load_passage_texts(corpus, wanted))
         except InputError as e:
             raise InputError(e.message, e.path or corpus, e.line) from None
+    from dpr_xrisk.io.common import write_json
+    from dpr_xrisk.retrieval.encode import file_fingerprint
+
     files = outs + ([Path(f"{p}.meta.json") for p in outs] if meta is not None else [])
     with staged_files(files) as tmps:
-        for p, tmp in zip(files, tmps):
-            if out_run is not None and p == Path(out_run):
+        for p, tmp in zip(outs, tmps):
+            if out_run is not None and p == out_run:
                 write_run(tmp, run, tag=tag)
-            elif out_json is not None and p == Path(out_json):
-                write_retrieval_json(tmp, records)
             else:
-                from dpr_xrisk.io.common import write_json
-
-                write_json(tmp, meta)
+                write_retrieval_json(tmp, records)
+        for p, tmp, meta_tmp in zip(outs, tmps, tmps[len(outs):]):
+            # the run it describes, so that a meta left beside a run replaced by another tool is not believed
+            write_json(meta_tmp, {**meta, "run_fingerprint": file_fingerprint(tmp)})
     return [Path(p) for p in outs]
