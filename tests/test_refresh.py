@@ -308,3 +308,57 @@ def test_unknown_refresh_questions_is_a_one_line_error(tiny_model_dir, tmp_path)
         "train", "--model", tiny_model_dir, "--train", TRAIN, "--corpus", CORPUS, "--out", tmp_path / "m",
         "--refresh-every", 2, "--refresh-questions", "next", code=2)
     assert not (tmp_path / "m" / "train_log.jsonl").exists()
+
+
+# ---- the answer filter, computed once per run (train/answer_index.py) ------------------------
+def _reference_filtered(hits, q, pos_tk, tkey, texts, removed, *, answers, skip_ranks, s_pos, margin):
+    """The per-candidate filter as it was before the answer index: has_answer on every pair."""
+    pool = []
+    for rank, (d, sc) in enumerate(hits):
+        if d in q.positives or tkey[d] in pos_tk:
+            removed["positive"] += 1
+        elif answers is not None and q.answers and has_answer(texts[d][1], q.answers):
+            removed["answer"] += 1
+        elif rank < skip_ranks:
+            removed["rank"] += 1
+        elif s_pos is not None and sc > (1 - margin) * s_pos:
+            removed["margin"] += 1
+        else:
+            pool.append((d, sc))
+    return pool
+
+
+def test_answer_index_equals_has_answer_on_random_texts():
+    from dpr_xrisk.train.answer_index import AnswerIndex
+
+    rng = np.random.default_rng(0)
+    vocab = ["the", "a", "Paris", "paris", "café", "cafe\u0301", "1,000", "U.S.", "-", "x", "y", "z", "Ölfarbe", "x-y"]
+
+    def text(n):
+        return " ".join(rng.choice(vocab, size=n))
+
+    passages = {f"p{i}": text(int(rng.integers(0, 40))) for i in range(300)}
+    questions = [[text(int(rng.integers(1, 4))) for _ in range(int(rng.integers(1, 4)))] for _ in range(200)]
+    questions += [["  "], ["x", "\u200b"]]  # answers without a DPR token match every passage, as in has_answer
+    index = AnswerIndex(questions)
+    pairs = [(q, d) for q in questions for d in passages]
+    for q, d in pairs:
+        assert index.has_answer(d, passages[d], index.ids(q)) == has_answer(passages[d], q), (q, passages[d])
+    assert sum(has_answer(passages[d], q) for q, d in pairs) > len(pairs) // 20  # both outcomes are tested
+    late = AnswerIndex(questions[:5])  # an answer registered after passages were walked is still found
+    for q, d in pairs[:2000]:
+        assert late.has_answer(d, passages[d], late.ids(q)) == has_answer(passages[d], q)
+
+
+def test_refresh_removes_the_same_candidates_as_the_per_pair_filter(setup, monkeypatch):
+    from dpr_xrisk.train import mining
+    from dpr_xrisk.train.answer_index import AnswerIndex
+
+    enc, store, s = setup
+    answers = AnswerIndex.of_sets([s])
+    fast = [refresh_pools(enc, [s], store, CORPUS, k=30, skip_ranks=1, margin=0.2, answers=answers) for _ in range(2)]
+    monkeypatch.setattr(mining, "_filtered", _reference_filtered)
+    ref = refresh_pools(enc, [s], store, CORPUS, k=30, skip_ranks=1, margin=0.2)
+    assert ref.stats["removed"]["answer"] > 0
+    for res in fast:  # the second refresh reuses the passages the first one tokenised
+        assert res.pools == ref.pools and res.stats["removed"] == ref.stats["removed"]

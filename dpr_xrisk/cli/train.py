@@ -95,6 +95,8 @@ def _train(
     overrides = {k: (list(v) or None) if isinstance(v, (list, tuple)) else v for k, v in values.items()}
     if values.get("bf16"):
         typer.echo("note: --bf16 is the old spelling of --precision bf16", err=True)
+    elif values.get("bf16") is False and values.get("precision") is None:
+        overrides["precision"] = "fp32"  # --fp32 said so: it wins over precision = "auto" (the default, or a file's)
     cfg = TrainConfig.load(config, overrides, recipe=recipe)
     if print_config:
         typer.echo(cfg.to_toml(), nl=False)

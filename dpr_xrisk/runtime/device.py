@@ -1,8 +1,11 @@
 """Where the tensors live and in what precision: ``--device auto|cpu|cuda|cuda:N`` and
-``--precision fp32|bf16|fp16``, resolved and checked once, before any work starts.
+``--precision auto|fp32|bf16|fp16``, resolved and checked once, before any work starts.
 
 ``auto`` is CUDA when torch sees a GPU (under ``torchrun``: ``cuda:LOCAL_RANK``), else the CPU.
 The CPU path is the one the toolkit always had: nothing moves, results are bit for bit the same.
+Precision ``auto`` is bf16 where the device computes bfloat16 natively (where it measured faster
+than fp32) and fp32 elsewhere (:func:`native_bf16`); the choice is printed once and the resolved
+value, never ``auto``, is what a run records.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import torch
 from dpr_xrisk.errors import InputError
 
 PRECISIONS = ("fp32", "bf16", "fp16")
+AUTO = "auto"
+PRECISION_CHOICES = (AUTO, *PRECISIONS)
 
 
 def available() -> str:
@@ -109,19 +114,62 @@ def warn_int8_without_vnni() -> None:
               "fp32 (the default) gives the same speed without the rounding", file=sys.stderr)
 
 
+def native_bf16(device: torch.device) -> str | None:
+    """Why ``device`` gets bf16 under precision ``auto`` (``"AMX"``, ``"AVX512-BF16"``, ``"CUDA
+    sm_90"``), or None: fp32. Native bfloat16 only, as measured: a GPU of compute capability 8.0
+    or later (Ampere on), a CPU with AMX-BF16 or AVX512-BF16 (bf16 training steps 1.3-2x faster
+    than fp32 on an AMX Xeon, eval/results/train_speed.json); on a CPU without them bf16 autocast
+    measured ~10x slower, and an unknown CPU (not Linux) counts as without."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"CUDA sm_{major}{minor}" if major >= 8 else None
+    if device.type != "cpu":
+        return None
+    info = cpu_info()
+    flags = info[1] if info is not None else frozenset()
+    return "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else None
+
+
+def auto_precision(device: torch.device) -> tuple[str, str]:
+    """(precision, the reason shown) of ``auto`` on ``device``: bf16 where :func:`native_bf16`
+    names a reason, else fp32."""
+    why = native_bf16(device)
+    if why is not None:
+        return "bf16", why
+    return "fp32", "no native bfloat16 on this GPU" if device.type == "cuda" else "no AMX/AVX512-BF16 on this CPU"
+
+
 def resolve_precision(precision: str | None, device: torch.device, bf16_alias: bool = False, warn: bool = True) -> str:
-    """fp32 | bf16 | fp16 checked against the device; the old ``bf16`` switch means ``bf16``."""
+    """auto | fp32 | bf16 | fp16 checked against the device, returned resolved (never ``auto``);
+    the old ``bf16`` switch means ``bf16``. ``auto`` prints its choice once (``warn``: this
+    process is the one that speaks, e.g. rank 0)."""
     p = (precision or "fp32").lower()
-    if p not in PRECISIONS:
-        raise InputError(f"--precision {p!r}: valid: {', '.join(PRECISIONS)}")
-    if bf16_alias and p == "fp32":
+    if p not in PRECISION_CHOICES:
+        raise InputError(f"--precision {p!r}: valid: {', '.join(PRECISION_CHOICES)}")
+    if bf16_alias and p in ("fp32", AUTO):
         p = "bf16"
+    if p == AUTO:
+        p, why = auto_precision(device)
+        if warn:
+            print(f"precision auto → {p} ({why})", file=sys.stderr)
     if p == "fp16" and device.type != "cuda":
         raise InputError("--precision fp16 needs a CUDA device (CPUs have no fast float16 path); use bf16 or fp32")
     if p == "bf16" and device.type == "cpu" and warn and not cpu_has_native_bf16():
         print("warning: this CPU has no native bfloat16 (no AVX512-BF16/AMX): bf16 autocast measured ~10x slower "
               "than fp32 on such CPUs (eval/RESULTS.md); use --precision fp32", file=sys.stderr)
     return p
+
+
+def resolve_bf16(bf16: bool | None, device: torch.device, backend: str = "torch", quantize: str = "none",
+                 warn: bool = True) -> bool:
+    """The inference commands' ``--bf16/--fp32``: as given, or, unset, precision ``auto`` on
+    ``device`` (:func:`resolve_precision`). Only the torch fp32 path can switch: ONNX Runtime and
+    int8 run their own precision, so there unset stays fp32, silently."""
+    if bf16 is not None:
+        return bf16
+    if backend != "torch" or quantize != "none":
+        return False
+    return resolve_precision(AUTO, device, warn=warn) == "bf16"
 
 
 def autocast(device: torch.device, precision: str):

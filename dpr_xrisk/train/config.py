@@ -169,8 +169,11 @@ class TrainConfig:
         "the towers' dropout while training (hidden and attention); None = the model's own (MiniLM, BERT: 0.1)")
     device: str = key("auto", OPTIMISATION,
         "auto (CUDA when present, under torchrun cuda:LOCAL_RANK; else CPU) | cpu | cuda | cuda:N")
-    precision: str = key("fp32", OPTIMISATION,
-        "autocast of the towers: fp32 | bf16 | fp16 (CUDA, with a gradient scaler); the loss arithmetic stays float32")
+    precision: str = key("auto", OPTIMISATION,
+        "autocast of the towers: auto | fp32 | bf16 | fp16 (CUDA, with a gradient scaler); auto = bf16 where the device "
+        "computes bfloat16 natively (a GPU from Ampere on, a CPU with AMX or AVX512-BF16: there it measured faster), "
+        "fp32 elsewhere, printed when training starts; config.json records the resolved value, a resumed run keeps "
+        "it; the loss arithmetic stays float32")
     bf16: bool = key(False, OPTIMISATION, "the old switch for precision = \"bf16\" (kept as an alias)")
     seed: int = key(42, OPTIMISATION, "seed of everything random (data order, sampling, dropout)")
     threads: int = key(0, OPTIMISATION, "torch threads; 0 = torch's default")
@@ -265,7 +268,7 @@ class TrainConfig:
 _NAMES_OF = (("negatives", NEGATIVE_SOURCES), ("in_batch_q", IN_BATCH_Q), ("q_rule", Q_RULES),
              ("no_positive", NO_POSITIVE), ("estimator", ESTIMATORS), ("gamma_schedule", ("constant", "cosine")),
              ("refresh_backend", ("torch", "onnx")), ("refresh_questions", ("all", "upcoming")),
-             ("refresh_quantize", REFRESH_QUANTIZE), ("precision", ("fp32", "bf16", "fp16")),
+             ("refresh_quantize", REFRESH_QUANTIZE), ("precision", ("auto", "fp32", "bf16", "fp16")),
              ("pool_sampler", ("uniform", "softmax")))
 
 

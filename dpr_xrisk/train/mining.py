@@ -10,7 +10,8 @@ the top-K passages of every training question, filter them, and return the new p
 retrieval scores. Filters, in order, each counted:
 
 - ``positive``: a positive of the question, by id or by normalised text;
-- ``answer``: a passage containing one of the question's answers (DPR's ``has_answer``);
+- ``answer``: a passage containing one of the question's answers (DPR's ``has_answer``, through
+  :class:`dpr_xrisk.train.answer_index.AnswerIndex`: each passage tokenised once per run);
 - ``rank``: the first ``skip_ranks`` ranks (often unlabelled positives);
 - ``margin``: candidates scoring above ``(1 - margin) * s(positive)``.
 
@@ -29,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dpr_xrisk.evaluation.answers import has_answer
 from dpr_xrisk.errors import InputError
+from dpr_xrisk.train.answer_index import AnswerIndex
 
 SAMPLERS = ("uniform", "softmax")
 RULES = ("positive", "answer", "rank", "margin")
@@ -150,13 +151,15 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                   margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
                   bf16: bool = False, work_dir: str | Path | None = None,
                   embeddings: Path | None = None, progress: bool = False, tokens=None,
-                  only: list[list[int]] | None = None) -> RefreshResult:
+                  only: list[list[int]] | None = None, answers: AnswerIndex | None = None) -> RefreshResult:
     """Mine new pools for every question of every training set with the current encoder
     (``embeddings``: an embeddings folder already up to date, e.g. from :func:`partial_reencode`;
     ``tokens``: the corpus tokenised once, :class:`dpr_xrisk.retrieval.tokens.CorpusTokens`).
     ``only``: per set, the question rows to mine (``refresh_questions = "upcoming"``); the others'
     entries in the returned pools are None (the caller keeps their old pools), and the statistics
-    (recall, removals, pool size) cover the mined questions, counted in ``mined_questions``."""
+    (recall, removals, pool size) cover the mined questions, counted in ``mined_questions``.
+    ``answers``: the run's answer index (:meth:`AnswerIndex.of_sets`, made once and passed to every
+    refresh, so a passage is tokenised once per run); None = one for this call."""
     from dpr_xrisk.retrieval.encode import encode_corpus, load_shards, shard_arrays
     from dpr_xrisk.retrieval.index import build_index, load_index
     from dpr_xrisk.retrieval.search import load_passage_texts
@@ -179,6 +182,8 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
         t2 = time.perf_counter()
         picked = [sorted(set(o)) for o in only] if only is not None else [range(len(s.questions)) for s in sets]
         all_q = [s.questions[r] for s, rr in zip(sets, picked) for r in rr]
+        if filter_answers and answers is None:
+            answers = AnswerIndex(q.answers for q in all_q if q.answers)
         qv = encoder.encode_queries([q.text for q in all_q], batch_size=batch_size, bf16=bf16)  # (nq, H)
         if meta.get("normalize_queries"):
             qv /= np.linalg.norm(qv, axis=1, keepdims=True)
@@ -212,7 +217,8 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                     if meta.get("normalize_queries"):
                         pv = pv / np.linalg.norm(pv)
                     s_pos = float(pv @ qv[n])
-                set_pools[row] = _filtered(hits, q, pos_tk, tkey, texts, stats["removed"], filter_answers=filter_answers,
+                set_pools[row] = _filtered(hits, q, pos_tk, tkey, texts, stats["removed"],
+                                           answers=answers if filter_answers else None,
                                            skip_ranks=skip_ranks, s_pos=s_pos, margin=margin)
                 n += 1
             pools.append(set_pools)
@@ -226,16 +232,18 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
     return RefreshResult(pools, stats, texts)
 
 
-def _filtered(hits, q, pos_tk: set, tkey: dict, texts: dict, removed: dict, *, filter_answers: bool,
+def _filtered(hits, q, pos_tk: set, tkey: dict, texts: dict, removed: dict, *, answers: AnswerIndex | None,
               skip_ranks: int, s_pos: float | None, margin: float | None) -> list[tuple[str, float]]:
     """A question's pool: its ranked ``hits`` less those a rule removes (the module docstring's
-    rules, in order; each removal counted in ``removed``). ``s_pos``: the score of its first
-    positive, for the margin rule (None: no margin)."""
+    rules, in order; each removal counted in ``removed``). ``answers``: the answer index (None:
+    no answer filter); ``s_pos``: the score of its first positive, for the margin rule (None: no
+    margin)."""
     pool = []
+    answer_ids = answers.ids(q.answers) if answers is not None and q.answers else frozenset()
     for rank, (d, sc) in enumerate(hits):
         if d in q.positives or tkey[d] in pos_tk:
             removed["positive"] += 1
-        elif filter_answers and q.answers and has_answer(texts[d][1], q.answers):
+        elif answer_ids and answers.has_answer(d, texts[d][1], answer_ids):
             removed["answer"] += 1
         elif rank < skip_ranks:
             removed["rank"] += 1

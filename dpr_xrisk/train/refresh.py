@@ -98,16 +98,17 @@ def refresh_quantize_on(cfg: TrainConfig, device, vnni: bool | None = None,
 
 
 def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, ddp=None, state=None,
-            progress: bool = False, only: list[list[int]] | None = None) -> float:
+            progress: bool = False, only: list[list[int]] | None = None, answers=None) -> float:
     """Re-mine every set's pools with the current encoder; swap them in at once; log; seconds.
     Under torchrun, rank 0 mines and broadcasts the pools (and their texts) to the others.
     With ``refresh_fraction`` only that share of the corpus is re-encoded (oldest first); the
     embedding version in use and the cursor are kept in ``state`` (hence in checkpoints).
-    ``only``: per set, the question rows to re-mine (:func:`rows_to_mine`); the others keep their pools."""
+    ``only``: per set, the question rows to re-mine (:func:`rows_to_mine`); the others keep their pools.
+    ``answers``: the run's :class:`~dpr_xrisk.train.answer_index.AnswerIndex`, reused by every refresh."""
     state = state if state is not None else {}
     result = None
     if ddp is None or ddp.main:
-        result = _mine(encoder, cfg, sets, store, step, out, state, progress, only)
+        result = _mine(encoder, cfg, sets, store, step, out, state, progress, only, answers)
     if ddp is not None and ddp.active:
         result = ddp.broadcast(result)
         for key, (title, text) in result.texts.items():
@@ -123,7 +124,7 @@ def refresh(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, log, d
 
 
 def _mine(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, state: dict, progress: bool,
-          only) -> RefreshResult:
+          only, answers=None) -> RefreshResult:
     """One refresh's mining on this process: the mining copy of the towers, the (partial)
     re-encoding, the pools, their statistics and, on the first int8 refresh, the fp32 guard."""
     from dpr_xrisk.retrieval.tokens import CorpusTokens
@@ -154,14 +155,15 @@ def _mine(encoder, cfg: TrainConfig, sets, store, step: int, out: Path, state: d
     result = refresh_pools(encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                            skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin,
                            filter_answers=cfg.filter_answers, bf16=enc_bf16, work_dir=out, embeddings=emb,
-                           progress=progress, tokens=tokens, batch_size=bs, only=only)
+                           progress=progress, tokens=tokens, batch_size=bs, only=only, answers=answers)
     result.stats["seconds"] = round(result.stats["seconds"] + extra.get("encode_s", 0) + extra.get("quantize_s", 0)
                                     + extra.get("cast_s", 0) + extra.get("export_s", 0) + extra["tokens_s"], 3)
     result.stats.update(extra)
     if "encode_s" in extra:
         prune_refresh_cache(out, step)
     if cfg.refresh_quantize != "none" and cfg.refresh_guard and not state.get("quantize_checked"):
-        result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens, batch_size=bs))
+        result.stats.update(quantize_check(fp32_encoder, cfg, sets, store, result, tokens, batch_size=bs,
+                                           answers=answers))
         state["quantize_checked"] = True
     return result
 
@@ -218,7 +220,8 @@ def rows_to_mine(cfg: TrainConfig, schedule: "RefreshSchedule", order: DataOrder
     return upcoming_rows(order, len(order.sizes), weights, cfg.seed, step, schedule.next_after(step))
 
 
-def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=None, batch_size: int = 128) -> dict:
+def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=None, batch_size: int = 128,
+                   answers=None) -> dict:
     """The first int8 refresh's quality guard: the same mining with the fp32 towers, compared on
     256 training questions (pool overlap; share of mined negatives that differ)."""
     import numpy as np
@@ -229,7 +232,7 @@ def quantize_check(fp32_encoder, cfg: TrainConfig, sets, store, result, tokens=N
     ref = refresh_pools(fp32_encoder, sets, store, cfg.corpus, k=cfg.refresh_k, factory=cfg.refresh_factory,
                         skip_ranks=cfg.refresh_skip_ranks, margin=cfg.refresh_margin, filter_answers=cfg.filter_answers,
                         bf16=False, tokens=tokens, batch_size=batch_size,
-                        only=only)  # fp32, as the guard says, whatever the training precision
+                        only=only, answers=answers)  # fp32, as the guard says, whatever the training precision
     n, overlap = pool_overlap(ref.pools, result.pools)
     return {"int8_check_questions": n, "int8_pool_overlap_vs_fp32": round(overlap, 4),
             "int8_negatives_differing_share": round(1 - overlap, 4), "int8_check_seconds": ref.stats["seconds"]}

@@ -140,21 +140,28 @@ def weight_margin(cfg: TrainConfig, tau: float, corpus_size: int | None, normali
 
 def resolve_run_config(cfg: TrainConfig, device, ddp, resumed: Path | None, out: Path) -> tuple[TrainConfig, str]:
     """The config this session runs, and its precision: the precision resolved on ``device``
-    (``bf16`` following it), ``refresh_quantize = "auto"`` resolved. Resuming from the checkpoint
-    folder ``resumed``: a structurally different config is refused, and an ``auto`` refresh path
-    stays what the first session resolved."""
-    from dpr_xrisk.runtime.device import resolve_precision
+    (``auto`` to bf16 or fp32, printed once; ``bf16`` following it), ``refresh_quantize = "auto"``
+    resolved; the returned config holds the resolved values (config.json records them, never
+    ``auto``). Resuming from the checkpoint folder ``resumed``: a structurally different config is
+    refused, and an ``auto`` precision or refresh path stays what the first session resolved."""
+    from dpr_xrisk.runtime.device import AUTO, resolve_precision
     from dpr_xrisk.train.config import incompatible_keys
     from dpr_xrisk.train.refresh import refresh_quantize_on
 
-    precision = resolve_precision(cfg.precision, device, cfg.bf16, warn=ddp.main)
+    saved = json.loads((resumed / "config.json").read_text()) if resumed is not None else None
+    asked = cfg.precision
+    if saved is not None and asked == AUTO and not cfg.bf16:
+        # a resumed run keeps the precision its first session resolved, whatever this machine would pick
+        asked = saved_precision(saved)
+    precision = resolve_precision(asked, device, cfg.bf16, warn=ddp.main)
     # the encoders of refresh and dev evaluation follow the training precision's bfloat16 switch
-    cfg = dataclasses.replace(cfg, bf16=precision == "bf16")
+    cfg = dataclasses.replace(cfg, precision=precision, bf16=precision == "bf16")
     asked_quantize = cfg.refresh_quantize
     cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(cfg, device))
-    if resumed is None:
+    if saved is None:
         return cfg, precision
-    saved = json.loads((resumed / "config.json").read_text())
+    # a config.json written before precision was recorded resolved may say fp32 with the bf16 switch on
+    saved = dict(saved, precision=saved_precision(saved), bf16=saved_precision(saved) == "bf16")
     bad = incompatible_keys(saved, cfg)
     if bad:
         raise InputError(f"checkpoint {resumed.name} was made with another config (differs in {', '.join(bad)})", out)
@@ -168,3 +175,9 @@ def resolve_run_config(cfg: TrainConfig, device, ddp, resumed: Path | None, out:
         cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(
             dataclasses.replace(cfg, refresh_quantize=first), device))
     return cfg, precision
+
+
+def saved_precision(saved: dict) -> str:
+    """The precision a checkpoint's config.json was trained at (the old bf16 switch included)."""
+    p = saved.get("precision", "fp32")
+    return "bf16" if saved.get("bf16") and p in ("fp32", "auto") else p

@@ -74,6 +74,7 @@ class Session:
     dev: DevSet | None = None
     probe: list | None = None
     probe_passages: dict | None = None
+    answers: object | None = None  # AnswerIndex of the training questions, made once for every refresh
     progress: bool = False
     t_start: float = field(default_factory=time.perf_counter)
 
@@ -85,7 +86,8 @@ class Session:
     def refresh(self, step: int) -> None:
         self.state["refresh_seconds"] += refresh(
             self.encoder, self.cfg, self.sets, self.store, step, self.out, self.log, self.ddp, self.state,
-            progress=self.progress, only=rows_to_mine(self.cfg, self.schedule, self.order, self.weights, step))
+            progress=self.progress, only=rows_to_mine(self.cfg, self.schedule, self.order, self.weights, step),
+            answers=self.answers)
 
     def evaluate(self, step: int, say=None) -> None:
         run_eval(self.encoder, self.cfg, self.dev, self.state, step, self.log, self.out, self.saved_settings,
@@ -154,6 +156,10 @@ def start(cfg: TrainConfig, out: Path, resume: bool, progress: bool) -> Session:
     encoder.to(device)
     s = _session(cfg, out, device, precision, ddp, encoder, store, sets, saved_settings)
     s.progress = progress and ddp.main
+    if cfg.refreshing and cfg.filter_answers:
+        from dpr_xrisk.train.answer_index import AnswerIndex
+
+        s.answers = AnswerIndex.of_sets(sets)  # the refreshes' answer filter: each passage tokenised once per run
     s.dev = load_dev(cfg, store)
     if resumed is not None:
         _restore(s, resumed)
