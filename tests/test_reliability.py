@@ -548,3 +548,17 @@ def test_a_meta_left_beside_a_replaced_run_is_not_believed(tmp_path):
                                                              "--corpus", SAMPLE / "passages.tsv")
     write(tmp_path / "r.trec", "".join(f"{q.qid} Q0 s11 1 1.0 other\n" for q in test))  # another tool's run, same path
     cli("evaluate", "--run", tmp_path / "r.trec", "--answers", dev, "--corpus", SAMPLE / "passages.tsv")
+
+
+def test_a_conversion_replaces_never_merges(tmp_path):
+    squad = {"data": [{"title": f"A{a}", "paragraphs": [{"context": f"text {a} answer{a}", "qas": [
+        {"question": f"q{a}?", "answers": [{"text": f"answer{a}"}]}]}]} for a in range(4)]}
+    src = write(tmp_path / "squad.json", json.dumps(squad))
+    cli("convert", "squad", "--input", src, "--out", tmp_path / "dpr", "--test-fraction", 0.5)
+    assert (tmp_path / "dpr" / "test.qa.tsv").exists()
+    assert "not empty (use --overwrite" in one_line_error("convert", "squad", "--input", src, "--out", tmp_path / "dpr")
+    cli("convert", "squad", "--input", src, "--out", tmp_path / "dpr", "--overwrite")  # no test split this time
+    assert not (tmp_path / "dpr" / "test.qa.tsv").exists()  # before: the old test split stayed beside the new files
+    assert "--out contains the input" in one_line_error("convert", "squad", "--input", src, "--out", tmp_path,
+                                                        "--overwrite")
+    assert src.exists()

@@ -15,11 +15,12 @@ def squad(
     out: Out,
     test_fraction: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of articles held out as the test split (split by article, so test paragraphs never leak into training).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the article split.")] = 0,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty --out (as a whole: never merged).")] = False,
 ):
     """SQuAD JSON -> DPR passages (one per paragraph), QA, qrels and biencoder files."""
     from dpr_xrisk.io.convert import squad_to_dpr
 
-    typer.echo(squad_to_dpr(input, out, test_fraction=test_fraction, seed=seed))
+    typer.echo(squad_to_dpr(input, out, test_fraction=test_fraction, seed=seed, overwrite=overwrite))
 
 
 @app.command("beir")
@@ -27,11 +28,12 @@ def beir(
     input: Annotated[Path, typer.Option("--input", help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv).")],
     out: Out,
     split: Annotated[str, typer.Option(help="Which qrels split to convert.")] = "test",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty --out (as a whole: never merged).")] = False,
 ):
     """BEIR folder -> DPR passages, QA (empty answers), qrels and biencoder files."""
     from dpr_xrisk.io.convert import beir_to_dpr
 
-    typer.echo(beir_to_dpr(input, out, split=split))
+    typer.echo(beir_to_dpr(input, out, split=split, overwrite=overwrite))
 
 
 @app.command("dataset")

@@ -17,17 +17,22 @@ from typing import Iterator
 
 from dpr_xrisk.errors import InputError
 from dpr_xrisk.io.biencoder import write_biencoder
-from dpr_xrisk.io.common import check_output, load_json, user_paths, write_json
+from dpr_xrisk.io.common import check_apart, check_output, load_json, user_paths, write_json
 from dpr_xrisk.io.passages import Passage, read_passages, write_passages_tsv
 from dpr_xrisk.io.questions import Question, read_questions, write_qa_tsv
 from dpr_xrisk.io.trec import read_qrels, write_qrels
 
 
 @contextlib.contextmanager
-def staged(out_dir) -> Iterator[Path]:
+def staged(out_dir, overwrite: bool = False) -> Iterator[Path]:
     """Write a conversion's files into a temp folder beside ``out_dir`` and move them in only when
-    all are written: a failed conversion leaves nothing behind (and creates no ``out_dir``)."""
+    all are written: a failed conversion leaves nothing behind (and creates no ``out_dir``). A
+    conversion is one artifact: an ``out_dir`` holding files is an error, or (``overwrite``)
+    replaced as a whole -- never merged, which would leave another conversion's splits beside
+    this one's."""
     out = check_output(out_dir, folder=True)
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise InputError("output folder is not empty (use --overwrite to replace it)", out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
@@ -36,7 +41,9 @@ def staged(out_dir) -> Iterator[Path]:
         except BaseException as e:
             user_paths(e, tmp, out)  # messages name the user's folder, never the temp one
             raise
-        out.mkdir(exist_ok=True)
+        if out.is_dir():
+            shutil.rmtree(out)
+        out.mkdir()
         for f in sorted(tmp.iterdir()):
             os.replace(f, out / f.name)
     finally:
@@ -73,7 +80,8 @@ def _write_split(out: Path, split: str, items: list[tuple[Question, list[Passage
          "negative_ctxs": [], "hard_negative_ctxs": []} for q, pos in items])
 
 
-def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0, id_prefix: str = "squad") -> dict:
+def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0, id_prefix: str = "squad",
+                 overwrite: bool = False) -> dict:
     """Paragraphs become passages (``<prefix>-<article>-<paragraph>``), questions keep their
     distinct answer strings; articles are split train/test by ``test_fraction``.
 
@@ -82,6 +90,7 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
     dropped, and a question left without answers is dropped, both counted in the returned
     counts and ``convert-meta.json`` (``dropped_answers``, ``dropped_questions``). What was
     written is read back and checked before it is moved into ``out_dir``."""
+    check_apart(squad_json, out_dir, "input")  # --overwrite must never remove what it converts
     data = load_json(squad_json)
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise InputError("not a SQuAD file (expected {'data': [{'title', 'paragraphs'}]})", squad_json)
@@ -114,7 +123,7 @@ def squad_to_dpr(squad_json, out_dir, test_fraction: float = 0.0, seed: int = 0,
                     continue  # its paragraph holds none of its answers: not a positive for it
                 q = Question("", question, tuple(kept))
                 splits["test" if a in test_articles else "train"].append((q, [psg]))
-    with staged(out_dir) as out:
+    with staged(out_dir, overwrite) as out:
         write_passages_tsv(out / "passages.tsv", passages)
         counts = {"passages": len(passages)}
         for split, items in splits.items():
@@ -150,17 +159,18 @@ def _check_written(out: Path, passages: list[Passage], splits: dict) -> None:
                     raise RuntimeError(f"convert: a positive of {q.text!r} does not hold its answers")
 
 
-def beir_to_dpr(beir_dir, out_dir, split: str = "test") -> dict:
+def beir_to_dpr(beir_dir, out_dir, split: str = "test", overwrite: bool = False) -> dict:
     """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) -> DPR files.
     BEIR has no answer strings, so the QA file's answer lists are empty (use qrels metrics);
     ``qid-map.tsv`` maps QA line numbers back to BEIR query ids."""
     beir = Path(beir_dir)
+    check_apart(beir, out_dir, "input")
     qrels_file = beir / "qrels" / f"{split}.tsv"
     if not qrels_file.exists():
         raise InputError(f"no qrels/{split}.tsv", beir)
     qrels = read_qrels(qrels_file)
     queries = {q.qid: q for q in read_questions(beir / "queries.jsonl")}
-    with staged(out_dir) as out:
+    with staged(out_dir, overwrite) as out:
         wanted = {d for docs in qrels.values() for d, r in docs.items() if r >= 1}
         by_id = {}
 
