@@ -3,9 +3,17 @@
 # H200, 15 device-minutes, at most 64 MiB carried per call, no Java, no model hub). Two calls on
 # one warm machine, back to back:
 #
-#   bash eval/gpu_check.sh bench   # carry .dev1: python -m eval run gpu (~2 min)
+#   bash eval/gpu_check.sh bench   # carry .dev1: python -m eval run gpu (~2 min), then the loop's refresh share (~2 min)
 #   bash eval/gpu_check.sh full    # carry .dev2: pytest -m gpu, python -m eval run squad on cuda (what fits)
-#   bash eval/gpu_check.sh --dry-run   # every step of `bench` on this CPU with a tiny model, and the squad --tiny run
+#   bash eval/gpu_check.sh --dry-run   # every step of `bench` on this CPU with a tiny model (under 5 min on 2 cores),
+#                                      # and, with --dry-run full, the squad --tiny run too
+#
+# `bench` measures (eval/results/bench_gpu.json, train_speed.json, copied to $OUT):
+#   - encode and one training step, ours vs sentence-transformers MNRL / CachedMNRL, batch 32, 256
+#     and 1,024, in bf16 and fp16 (eval/experiments/gpu.toml);
+#   - precision auto (bf16 on a GPU from Ampere on) vs fp32 on a --recipe recommended-shaped step,
+#     interleaved, and the refresh's share of a whole recipe loop (2,048 synthetic questions, 20,000
+#     passages: train_log's refresh_share and each refresh's parts) (train-speed.toml's recipe_*, loop_*).
 #
 # What the calls carry (git-ignored via .git/info/exclude; nothing of ../shared/data is committed):
 #   .dev1/minilm-fp16/   MiniLM's folder with its weights rounded to fp16 (the fp32 file, 91 MB,
@@ -30,9 +38,17 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 step=${1:-}
 
+# the part of `bench` after `eval run gpu`: precision auto vs fp32 and the loop's refresh share
+loop_args=(--set 'batches=[]' --set filter_repeat=0)
 if [ "$step" = "--dry-run" ]; then
-  "$PY" -m eval run gpu --tiny && "$PY" -m eval run squad --tiny --systems zero-shot shipped --seeds 0
-  exit $?
+  t0=$SECONDS
+  "$PY" -m eval run gpu --tiny || exit 1
+  "$PY" -m eval run train-speed --tiny "${loop_args[@]}" --set loop_questions=64 --set loop_corpus=300 || exit 1
+  if [ "${2:-}" = "full" ]; then
+    "$PY" -m eval run squad --tiny --systems zero-shot shipped --seeds 0 || exit 1
+  fi
+  echo "dry run passed in $((SECONDS - t0)) s"
+  exit 0
 fi
 
 site=$("$PY" -c "import site; print(site.getsitepackages()[0])")
@@ -53,7 +69,10 @@ EOF
   status=0
   echo "== python -m eval run gpu"
   "$PY" -m eval run gpu || status=1
-  cp docs/results.md eval/results/bench_gpu.json "$OUT"/ 2>/dev/null
+  echo "== precision auto vs fp32, and the refresh share of a recipe loop"
+  "$PY" -m eval run train-speed --set device=cuda:0 --set threads=8 "${loop_args[@]}" --set recipe_repeat=5 \
+    --set loop_questions=2048 --set loop_corpus=20000 || status=1
+  cp docs/results.md eval/results/bench_gpu.json eval/results/train_speed.json "$OUT"/ 2>/dev/null
   exit $status
 fi
 
@@ -62,7 +81,7 @@ if [ "$step" = "full" ]; then
   status=0
   "$PY" -m pip install -q --no-index --no-deps .dev2/faiss_cpu-*.whl || exit 1
   echo "== pytest -m gpu"  # (tests/conftest.py imports faiss, which only this call carries)
-  "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_device.py || status=1
+  "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_device.py tests/test_precision_auto.py || status=1
   mkdir -p /tmp/shared/squad-v1.1-dev /tmp/shared/wikipedia-100k eval/work/full-gpu
   xz -dc .dev2/shared/squad-v1.1-dev/dev-v1.1.json.xz > /tmp/shared/squad-v1.1-dev/dev-v1.1.json
   xz -dc .dev2/shared/wikipedia-100k/psgs.tsv.xz > /tmp/shared/wikipedia-100k/psgs.tsv
@@ -92,4 +111,4 @@ if [ "$step" = "full" ]; then
   done
   exit $status
 fi
-echo "usage: bash eval/gpu_check.sh bench|full|--dry-run"; exit 2
+echo "usage: bash eval/gpu_check.sh bench|full|--dry-run [full]"; exit 2

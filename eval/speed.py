@@ -9,6 +9,10 @@
   the MNRL loss) and its cached-gradient version vs sentence-transformers'
   MultipleNegativesRankingLoss and CachedMultipleNegativesRankingLoss, on synthetic texts; ``gpu``
   also the encode comparison, on CUDA (a batch that does not fit is reported as out of memory).
+- ``train-speed`` also times a ``--recipe recommended``-shaped step at precision ``auto`` against
+  fp32, interleaved (``recipe_*``), and the refresh's answer filter before and after the answer
+  index (``filter_*``), and the refresh's share of a whole recipe training loop (``loop_*``; 0 = off,
+  eval/gpu_check.sh sets it on a GPU).
 - ``fuzz``: tests/test_fuzz.py with hypothesis's ``long`` profile; cases and failures per test.
 
 This module owns the timing; every number is of the toolkit's own code paths.
@@ -268,6 +272,176 @@ def train_step(model, device, precision: str, batch: int, chunk: int, q_len: int
     return out
 
 
+# ---- precision auto vs fp32, and the refresh's answer filter ------------------------------------
+def recipe_steps(mdir, device, params: dict) -> dict:
+    """Seconds of one ``--recipe recommended``-shaped optimiser step (two towers, DPM at tau 0.02,
+    AdamW; ``recipe_batch`` questions with one positive and ``recipe_hard_negatives`` hard
+    negatives each; passages ``recipe_passage_length`` word pieces) at each precision of
+    ``recipe_precisions`` (``auto`` resolved on ``device``, as training resolves it): one warm-up
+    step each, then ``recipe_repeat`` rounds, each running every precision once, the order
+    alternating, so a machine shared with other jobs slows both alike. Ratios of medians."""
+    import torch
+
+    from dpr_xrisk.losses import make_loss
+    from dpr_xrisk.retrieval.encoder import DualEncoder
+    from dpr_xrisk.runtime.device import resolve_precision
+    from dpr_xrisk.train.batch import Batch
+    from dpr_xrisk.train.step import step_loss
+
+    B, h = params["recipe_batch"], params["recipe_hard_negatives"]
+    N = B * (1 + h)  # each question's positive, then the hard negatives
+    enc = DualEncoder.load(mdir, query_max_length=params["query_length"],
+                           passage_max_length=params["recipe_passage_length"]).to(device).train()
+    opt = torch.optim.AdamW(list(dict.fromkeys(enc.parameters())), lr=1e-6)
+    pos = torch.zeros(B, N, dtype=torch.bool)  # (B, N)
+    pos[torch.arange(B), torch.arange(B)] = True
+    b = Batch(q_inputs={k: v.to(device) for k, v in enc.tokenize_queries(texts(B, 12, 1)).items()},
+              p_inputs={k: v.to(device) for k, v in enc.tokenize_passages([""] * N, texts(N, 100, 2)).items()},
+              pos_mask=pos.to(device), neg_mask=(~pos).to(device), log_q=torch.full((B, N), -8.0, device=device),
+              rows=torch.arange(B, device=device), slot_ids=torch.zeros(B, 1, dtype=torch.long, device=device),
+              num_hard=h)
+    loss_fn = make_loss("dpm", tau=0.02, zeta_scale=1.0)
+    names = list(params["recipe_precisions"])
+    resolved = {n: resolve_precision(n, device) for n in names}
+
+    def step(precision):
+        _sync(device)
+        t0, c0 = time.perf_counter(), time.process_time()
+        opt.zero_grad(set_to_none=True)
+        loss, _ = step_loss(enc, loss_fn, b, precision)
+        loss.backward()
+        opt.step()
+        _sync(device)
+        return time.perf_counter() - t0, time.process_time() - c0
+
+    for n in names:
+        step(resolved[n])  # warm-up (first-call allocations, kernel selection)
+    wall: dict = {n: [] for n in names}
+    cpu: dict = {n: [] for n in names}
+    for r in range(params["recipe_repeat"]):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            w, c = step(resolved[n])
+            wall[n].append(round(w, 3))
+            cpu[n].append(round(c, 3))
+    med = {n: float(np.median(wall[n])) for n in names}
+    out = {"batch": B, "hard_negatives": h, "passage_length": params["recipe_passage_length"],
+           "query_length": params["query_length"], "resolved": resolved, "step_s": wall, "cpu_s": cpu,
+           "median_step_s": {n: round(v, 3) for n, v in med.items()}}
+    if len(names) == 2:  # the first precision's speed-up over the second (fp32 / auto)
+        out["speedup"] = round(med[names[1]] / med[names[0]], 3)
+        out["cpu_speedup"] = round(float(np.median(cpu[names[1]])) / float(np.median(cpu[names[0]])), 3)
+    return out
+
+
+def filter_timing(params: dict) -> dict:
+    """The refresh's answer filter before and after the answer index, on synthetic data of a
+    refresh's shape: ``filter_questions`` questions (one to three answers of one to three words,
+    cut from corpus passages) x ``filter_candidates`` candidates from ``filter_corpus`` passages of
+    100 words of the bundled sample's vocabulary. ``has_answer`` on every pair (its token cache
+    emptied first, as a run starts) against :class:`AnswerIndex` (built once, then two refreshes:
+    the second reuses the passages the first tokenised), interleaved over ``filter_repeat``
+    rounds; both must remove the same pairs."""
+    from dpr_xrisk.evaluation import answers as A
+    from dpr_xrisk.io.passages import read_passages
+    from dpr_xrisk.train.answer_index import AnswerIndex
+
+    rng = np.random.default_rng(0)
+    vocab = sorted({w for p in read_passages(ROOT / "data" / "sample" / "passages.tsv") for w in p.text.split()})
+    C, Q, K = params["filter_corpus"], params["filter_questions"], params["filter_candidates"]
+    corpus = {f"p{i}": " ".join(rng.choice(vocab, size=100)) for i in range(C)}
+    keys = list(corpus)
+    questions = []
+    for _ in range(Q):
+        ans = []
+        for _ in range(int(rng.integers(1, 4))):
+            words = corpus[keys[int(rng.integers(C))]].split()
+            a = int(rng.integers(0, len(words) - 3))
+            ans.append(" ".join(words[a : a + int(rng.integers(1, 4))]))
+        questions.append((ans, [keys[int(j)] for j in rng.choice(C, size=K, replace=False)]))
+
+    def before():
+        return {(i, d) for i, (ans, cands) in enumerate(questions) for d in cands if A.has_answer(corpus[d], ans)}
+
+    def after(index):
+        found = set()
+        for i, (ans, cands) in enumerate(questions):
+            ids = index.ids(ans)
+            found.update((i, d) for d in cands if index.has_answer(d, corpus[d], ids))
+        return found
+
+    rows = []
+    for r in range(params["filter_repeat"]):
+        rec = {}
+        for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
+            if side == "before":
+                A._tokens.cache_clear()
+                t0 = time.perf_counter()
+                first = before()
+                t1 = time.perf_counter()
+                again = before()
+                rec.update(before_first_s=round(t1 - t0, 4), before_next_s=round(time.perf_counter() - t1, 4))
+            else:
+                t0 = time.perf_counter()
+                index = AnswerIndex(ans for ans, _ in questions)
+                t1 = time.perf_counter()
+                first = after(index)
+                t2 = time.perf_counter()
+                again = after(index)
+                rec.update(build_s=round(t1 - t0, 4), after_first_s=round(t2 - t1, 4),
+                           after_next_s=round(time.perf_counter() - t2, 4))
+            rec[side] = first
+            assert first == again
+        assert rec.pop("before") == rec.pop("after"), "the answer index removed other pairs than has_answer"
+        rec["removed_pairs"] = len(first)
+        rows.append(rec)
+    med = {k: float(np.median([x[k] for x in rows])) for k in rows[0] if k.endswith("_s")}
+    return {"questions": Q, "candidates": K, "corpus": C, "rounds": rows,
+            "median_s": {k: round(v, 4) for k, v in med.items()},
+            "speedup_first": round(med["before_first_s"] / max(med["build_s"] + med["after_first_s"], 1e-4), 1),
+            "speedup_next": round(med["before_next_s"] / max(med["after_next_s"], 1e-4), 1)}
+
+
+def loop_share(mdir, device, params: dict, work: Path) -> dict:
+    """The refresh's share of a ``--recipe recommended`` training loop (precision auto): ``dpr-xrisk
+    train`` on ``loop_questions`` synthetic questions (12 words of their positive, one answer word
+    of it) over a corpus of ``loop_corpus`` synthetic 100-word passages, to the end; from its logs
+    the loop's seconds, the refreshes' seconds and share, and each refresh's median parts."""
+    import shutil
+
+    Q, C = params["loop_questions"], params["loop_corpus"]
+    d = work / f"loop-{Q}-{C}"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    bodies = texts(C, 100, 3)
+    with open(d / "corpus.tsv", "w", encoding="utf-8") as f:
+        f.write("id\ttext\ttitle\n")
+        f.writelines(f"p{i}\t{t}\t\n" for i, t in enumerate(bodies))
+    rows = []
+    for i in rng.choice(C, size=Q, replace=False):
+        words = bodies[int(i)].split()
+        a = int(rng.integers(0, len(words) - 12))
+        rows.append({"question": " ".join(words[a : a + 12]), "answers": [words[a + 6]],
+                     "positive_ctxs": [{"passage_id": f"p{int(i)}", "title": "", "text": bodies[int(i)]}],
+                     "negative_ctxs": [], "hard_negative_ctxs": []})
+    (d / "train.json").write_text(json.dumps(rows))
+    harness.cli(["train", "--recipe", "recommended", "--model", mdir, "--train", d / "train.json", "--corpus",
+                 d / "corpus.tsv", "--device", str(device), "--precision", "auto", "--threads", params["threads"],
+                 "--out", d / "run"], d / "log.txt")
+    log = [json.loads(x) for x in (d / "run" / "train_log.jsonl").read_text().splitlines()]
+    end = next(r for r in log if r.get("event") == "end")
+    refreshes = [json.loads(x) for x in (d / "run" / "refresh_log.jsonl").read_text().splitlines()]
+    parts = ("tokens_s", "cast_s", "quantize_s", "encode_s", "index_s", "search_s", "filter_s", "seconds")
+    config = json.loads((d / "run" / "config.json").read_text())
+    steps = [r["seconds"] for r in log if "loss" in r]
+    return {"questions": Q, "corpus": C, "steps": end["steps"], "seconds": end["seconds"],
+            "refresh_seconds": end["refresh_seconds"], "refresh_share": end["refresh_share"],
+            "refreshes": len(refreshes), "precision": config["precision"],
+            "refresh_quantize": config["refresh_quantize"], "median_step_s": round(float(np.median(steps)), 4),
+            "median_refresh": {k: round(float(np.median([r[k] for r in refreshes if k in r])), 3)
+                               for k in parts if any(k in r for r in refreshes)}}
+
+
 # ---- fuzz -------------------------------------------------------------------------------------------
 def fuzz(params: dict) -> dict:
     t0 = time.perf_counter()
@@ -316,6 +490,15 @@ def run(exp, params: dict, systems: list[str], seeds: list[int], work: Path | No
         mdir = model_dir(params, base)
         rec["device"] = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
         rec["encode"], rec["train"] = [], []
+        if params.get("recipe_repeat"):
+            rec["recipe_step"] = recipe_steps(mdir, device, params)
+            print({k: v for k, v in rec["recipe_step"].items() if k not in ("step_s", "cpu_s")}, flush=True)
+        if params.get("loop_questions"):
+            rec["loop"] = loop_share(mdir, device, params, base)
+            print(rec["loop"], flush=True)
+        if params.get("filter_repeat"):
+            rec["refresh_filter"] = filter_timing(params)
+            print({k: v for k, v in rec["refresh_filter"].items() if k != "rounds"}, flush=True)
         for precision in params["precisions"]:
             if params.get("encode_passages"):
                 rec["encode"].append(encode_on(mdir, device, precision, params["encode_passages"],

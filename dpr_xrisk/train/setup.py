@@ -140,7 +140,8 @@ def weight_margin(cfg: TrainConfig, tau: float, corpus_size: int | None, normali
 
 def resolve_run_config(cfg: TrainConfig, device, ddp, resumed: Path | None, out: Path) -> tuple[TrainConfig, str]:
     """The config this session runs, and its precision: the precision resolved on ``device``
-    (``auto`` to bf16 or fp32, printed once; ``bf16`` following it), ``refresh_quantize = "auto"``
+    (``auto`` to bf16 or fp32, silently: :func:`say_precision` prints it once the inputs are
+    checked; ``bf16`` following it), ``refresh_quantize = "auto"``
     resolved; the returned config holds the resolved values (config.json records them, never
     ``auto``). Resuming from the checkpoint folder ``resumed``: a structurally different config is
     refused, and an ``auto`` precision or refresh path stays what the first session resolved."""
@@ -153,7 +154,7 @@ def resolve_run_config(cfg: TrainConfig, device, ddp, resumed: Path | None, out:
     if saved is not None and asked == AUTO and not cfg.bf16:
         # a resumed run keeps the precision its first session resolved, whatever this machine would pick
         asked = saved_precision(saved)
-    precision = resolve_precision(asked, device, cfg.bf16, warn=ddp.main)
+    precision = resolve_precision(asked, device, cfg.bf16, warn=ddp.main and asked != AUTO)
     # the encoders of refresh and dev evaluation follow the training precision's bfloat16 switch
     cfg = dataclasses.replace(cfg, precision=precision, bf16=precision == "bf16")
     asked_quantize = cfg.refresh_quantize
@@ -175,6 +176,16 @@ def resolve_run_config(cfg: TrainConfig, device, ddp, resumed: Path | None, out:
         cfg = dataclasses.replace(cfg, refresh_quantize=refresh_quantize_on(
             dataclasses.replace(cfg, refresh_quantize=first), device))
     return cfg, precision
+
+
+def say_precision(asked: TrainConfig, precision: str, device, resumed: bool) -> None:
+    """The one line naming what precision ``auto`` resolved to (stderr), for a run whose config
+    ``asked`` left it to auto (no --precision, --bf16 or --fp32)."""
+    from dpr_xrisk.runtime.device import AUTO, auto_precision
+
+    if asked.precision == AUTO and not asked.bf16:
+        why = "as when this run started" if resumed else auto_precision(device)[1]
+        print(f"precision auto → {precision} ({why})", file=sys.stderr)
 
 
 def saved_precision(saved: dict) -> str:

@@ -29,7 +29,7 @@ from dpr_xrisk.train.log import JsonlLog, trim_log
 from dpr_xrisk.train.order import DataOrder, step_draw
 from dpr_xrisk.train.probe import probe_estimator, probe_set
 from dpr_xrisk.train.refresh import RefreshSchedule, prune_refresh_cache, refresh, restore_pools, rows_to_mine
-from dpr_xrisk.train.setup import build_loss, linear_schedule, prepare, resolve_run_config, weight_margin
+from dpr_xrisk.train.setup import build_loss, linear_schedule, prepare, resolve_run_config, say_precision, weight_margin
 from dpr_xrisk.train.step import backward_step, batch_to
 
 # re-exported: tests and eval/ scripts import these names from here
@@ -141,7 +141,7 @@ def start(cfg: TrainConfig, out: Path, resume: bool, progress: bool) -> Session:
     resumed = ckpts[-1] if resume and ckpts else None
     if ckpts and not resume:
         raise InputError("output folder holds checkpoints; use --resume to continue, or a new --out", out)
-    cfg, precision = resolve_run_config(cfg, device, ddp, resumed, out)
+    asked, (cfg, precision) = cfg, resolve_run_config(cfg, device, ddp, resumed, out)
     use_tf32(device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -153,6 +153,8 @@ def start(cfg: TrainConfig, out: Path, resume: bool, progress: bool) -> Session:
         warn_int8_without_vnni()  # an explicit int8 refresh on a CPU where it buys no speed
     torch.manual_seed(cfg.seed)
     encoder, store, sets, saved_settings = prepare(cfg)
+    if ddp.main:
+        say_precision(asked, precision, device, resumed is not None)  # once every input is checked
     encoder.to(device)
     s = _session(cfg, out, device, precision, ddp, encoder, store, sets, saved_settings)
     s.progress = progress and ddp.main
