@@ -164,7 +164,7 @@ def test_mine_writes_negatives_usable_for_training(tiny_model_dir, tmp_path):
 def test_refresh_every_epochs_is_converted_to_steps(tiny_model_dir, tmp_path):
     # 80 questions / batch 8 = 10 steps per epoch: refreshing every half epoch = every 5 steps
     cfg = TrainConfig(train=(TRAIN,), corpus=CORPUS, model=str(tiny_model_dir), batch_size=8, max_steps=11,
-                      refresh_every_epochs=0.5, refresh_k=10, hard_negatives=1)
+                      refresh_every_epochs=0.5, refresh_k=10, hard_negatives=1, precision="fp32")
     train(cfg, tmp_path / "o", progress=False)
     log = [json.loads(l) for l in (tmp_path / "o" / "refresh_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [5, 10]
@@ -258,7 +258,7 @@ def test_upcoming_refresh_mines_only_the_next_window_and_trains_the_same(tiny_mo
     base = TrainConfig(train=(TRAIN, TRAIN), train_weights=(1.0, 2.0), corpus=CORPUS, model=str(tiny_model_dir),
                        pooling="mean", normalize=True, batch_size=8, max_steps=11, lr=1e-3, warmup_ratio=0.0,
                        negatives="model", refresh_every=3, refresh_every_epochs=0.25, refresh_k=20, hard_negatives=2,
-                       pool_sampler="softmax", save_every=2)
+                       pool_sampler="softmax", save_every=2, precision="fp32")  # fp32: compared at 1e-4
     up = dataclasses.replace(base, refresh_questions="upcoming")
     train(base, tmp_path / "all", progress=False)
     train(up, tmp_path / "up", progress=False)
