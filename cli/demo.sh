@@ -3,7 +3,8 @@
 # zero-shot) and their hybrid retrieve for the sample's test questions; then MiniLM is trained
 # briefly with the DPM loss on the sample's train split and retrieves again. One metrics table.
 # Outputs: indexes/demo-*/ (indexes) and runs/demo/ (runs, model, eval.json, report/). Re-running reuses them.
-# Measured on a 2-core CPU (2026-11-30, from scratch, .venv already set up): 61 s in all.
+# From scratch (.venv already set up) about 5 minutes on a busy 2-core CPU, half of it the 10 training steps.
+# tests/test_demo.py checks that the table it prints is the one in README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash cli/setup.sh
@@ -18,7 +19,7 @@ $X bm25 search --index indexes/demo-bm25 --queries $S/test.qa.tsv --k 100 --out-
 [ -d indexes/demo-minilm ] || $X index --embeddings $R/emb --out indexes/demo-minilm
 $X search --index indexes/demo-minilm --queries $S/test.qa.tsv --k 100 --out-json $R/dense.json
 $X search --index indexes/demo-minilm --queries $S/test.qa.tsv --k 100 --bm25-index indexes/demo-bm25 --out-json $R/hybrid.json
-# train briefly (2 epochs over 80 questions = 10 steps: 18 s of the 61 s measured), then retrieve with it
+# train briefly (2 epochs over 80 questions = 10 steps), then retrieve with it
 [ -f "$R/dpm-model/dpr_xrisk.json" ] || $X train --model minilm --train $S/biencoder-train.json \
     --dev $S/dev.qa.tsv --corpus $S/passages.tsv --loss dpm --batch-size 16 --epochs 2 --lr 2e-5 --out $R/dpm-model
 [ -f "$R/emb-dpm/meta-00000-of-00001.json" ] || $X encode --model $R/dpm-model --corpus $S/passages.tsv --out $R/emb-dpm
