@@ -14,7 +14,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from hypothesis import settings as _hypothesis  # noqa: E402
 
 # fuzzed readers (tests/test_fuzz.py): bounded in the normal suite, deeper with
-# --hypothesis-profile=long (python eval/bench_fuzz.py)
+# --hypothesis-profile=long (python -m eval run fuzz)
 _hypothesis.register_profile("default", max_examples=40, deadline=None, derandomize=True)
 _hypothesis.register_profile("long", max_examples=2000, deadline=None)
 _hypothesis.load_profile("default")

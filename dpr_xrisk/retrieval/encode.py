@@ -33,7 +33,8 @@ from dpr_xrisk.io.common import atomic_write, write_json
 from dpr_xrisk.io.passages import count_passages, read_passages
 
 CHUNK = 8192  # passages per resumable unit: ~2.5 min of MiniLM on 2 CPU cores
-# glibc mmap threshold of the `encode` command (eval/RESULTS.md, "What the heap bound costs"):
+# glibc mmap threshold of the `encode` command (measured: `git show 3ee76c0:eval/RESULTS.md`,
+# "What the heap bound costs"):
 # at 1 MiB every batch's activations are mapped and page-faulted afresh (MiniLM: 1.31x / 1.37x
 # slower in fp32 / bf16 than at 32 MiB) but the peak RSS is flat; at 32 MiB it drifts up slowly
 # (tiny model: ~700 MiB over the first chunks, 840 MiB peak over 300k passages, against ~610
@@ -99,7 +100,7 @@ def fix_mmap_threshold(nbytes: int = MMAP_BOUNDED) -> None:
     glibc raises its mmap threshold each time a large block is freed (up to 32 MB), after which
     the attention and activation buffers of every batch (shapes vary with dynamic padding) land
     on the heap, fragment it, and the peak RSS of ``encode`` crept up ~20 MB per chunk
-    (eval/bench_encode_rss.py). A fixed threshold of 1 MiB keeps big buffers off the heap, so the
+    (eval/results/bench_encode_rss.json). A fixed threshold of 1 MiB keeps big buffers off the heap, so the
     peak stays flat, at the price of a page fault per fresh page of every batch's activations; a
     fixed 32 MiB (:data:`MMAP_FAST`) keeps them on the heap with a slow drift. A no-op where glibc
     is absent."""

@@ -26,7 +26,7 @@ def make_index(dim: int, factory: str):
     """An empty index of ``factory``. PQ codebooks skip FAISS's polysemous training: it only serves
     Hamming-distance pre-filtering (``polysemous_ht``), which search never turns on, does not change
     the distances, and made training an ``IVF512,PQ64`` index on 10k vectors take 142 s instead of
-    ~20 s (eval/RESULTS.md)."""
+    ~20 s (`git show 3ee76c0:eval/RESULTS.md`)."""
     import faiss
 
     try:

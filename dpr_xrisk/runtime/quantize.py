@@ -21,7 +21,8 @@ channels of those Linears (largest by absolute maximum on a data-free calibratio
 token ids, fixed seed) are divided down to the next channel's level, and the weight's matching
 input columns multiplied up by the same factor: in fp32 the same function (SmoothQuant's
 migration, applied to the outliers only). On MiniLM (3,244 SQuAD questions x 524 paragraphs) the
-overlap of int8's top-20 with fp32's rose from 0.943 to 0.958 (eval/RESULTS.md).
+overlap of int8's top-20 with fp32's rose from 0.943 to 0.958 (retired quantize benchmark:
+`git show 3ee76c0:eval/RESULTS.md`, raw numbers in ``eval/results/bench_quantize-quality.json``).
 
 Kernels (:func:`int8_engine`): torch packs each int8 weight for one quantised engine. Where the
 CPU has AMX-INT8 the copy is packed for ``onednn``, whose dynamic int8 Linear runs on the AMX
