@@ -27,10 +27,9 @@ def ask(
 
     dpr-xrisk ask --index indexes/x "who wrote hamlet" --answers Shakespeare
     """
-    from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.retrieval.index import load_index
-    from dpr_xrisk.retrieval.search import check_compatible, corpus_for_json
+    from dpr_xrisk.retrieval.search import corpus_for_json, load_query_encoder
 
     if answers:
         from dpr_xrisk.io.questions import check_answers
@@ -38,10 +37,8 @@ def ask(
         check_answers(answers, None, None)  # "" would mark every passage as answer-bearing
     faiss_index, ids, meta = load_index(index)
     texts_from = corpus_for_json(meta, corpus)
-    recorded = {k_: v for k_, v in meta.get("settings", {}).items() if k_ not in ("base_model", "shared")}
-    encoder = DualEncoder.load(meta["model"], **recorded)
-    check_compatible(encoder, meta)
-    encoder.eval()
+    # fp32 torch queries whatever the index was encoded with: a preview, not a run to score
+    encoder = load_query_encoder(meta, bf16=bf16, allow_backend_mismatch=True)
     lookup = PassageLookup(texts_from)
     if bm25_index is not None:
         from dpr_xrisk.io.common import load_json
@@ -49,10 +46,11 @@ def ask(
         bm = load_json(Path(bm25_index) / "meta.json") if (Path(bm25_index) / "meta.json").exists() else None
         if not isinstance(bm, dict) or bm.get("kind") != "bm25":
             raise InputError("not a `bm25 index` folder", bm25_index)
-        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+        from dpr_xrisk.retrieval.bm25 import check_same_corpus, open_searcher
 
         known_ids = frozenset(ids)
         check_same_corpus(bm25_index, meta, known_ids)  # a BM25 index of another corpus would fuse in its ids
+        searcher = open_searcher(bm25_index)  # once, for every question
     questions = [question] if question is not None else (line.rstrip("\n") for line in sys.stdin)
     asked = 0
     for n, text in enumerate(questions):
@@ -60,7 +58,8 @@ def ask(
             continue  # blank lines between questions on standard input
         try:
             hits = answer_one(text, encoder, faiss_index, ids, meta, k, bm25_index, truncate, bf16,
-                              known_ids=known_ids if bm25_index is not None else None)
+                              known_ids=known_ids if bm25_index is not None else None,
+                              searcher=searcher if bm25_index is not None else None)
         except InputError as e:
             if question is not None:
                 raise
@@ -86,7 +85,7 @@ def ask(
 
 
 def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, truncate: bool, bf16: bool,
-               known_ids=None):
+               known_ids=None, searcher=None):
     from dpr_xrisk.errors import InputError
     from dpr_xrisk.io.questions import Question
     from dpr_xrisk.retrieval.search import dense_search, fuse
@@ -102,11 +101,9 @@ def answer_one(text: str, encoder, faiss_index, ids, meta, k: int, bm25_index, t
     depth = max(k, 100) if bm25_index is not None else k
     run = dense_search(encoder, faiss_index, ids, meta, q, k=depth, bf16=bf16, progress=False)
     if bm25_index is not None:
-        from dpr_xrisk.retrieval.bm25 import bm25_search
+        from dpr_xrisk.retrieval.bm25 import bm25_search, check_same_corpus
 
-        from dpr_xrisk.retrieval.bm25 import check_same_corpus
-
-        sparse = bm25_search(bm25_index, q, k=depth, progress=False)
+        sparse = bm25_search(bm25_index, q, k=depth, progress=False, searcher=searcher)
         check_same_corpus(bm25_index, meta, known_ids if known_ids is not None else frozenset(ids), sparse)
         run = fuse(run, sparse, method="rrf", k=k)
     return run["q"][:k]

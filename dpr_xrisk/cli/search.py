@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size, inference_encoder
+from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -38,8 +38,7 @@ def search(
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
     from dpr_xrisk.retrieval.index import load_indexes, set_search_params
     from dpr_xrisk.io.questions import check_unique_ids, read_questions
-    from dpr_xrisk.retrieval.encoder import DualEncoder
-    from dpr_xrisk.retrieval.search import check_compatible, corpus_for_json, dense_search, fuse
+    from dpr_xrisk.retrieval.search import corpus_for_json, dense_search, fuse, load_query_encoder
 
     from dpr_xrisk.runtime.device import resolve_device
 
@@ -65,19 +64,7 @@ def search(
         dense_ids = frozenset(i for _, ids_, _ in loaded for i in ids_)
         check_same_corpus(bm25_index, meta, dense_ids)
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch) if out_json is not None else None
-    # the query tower with the settings the index was encoded with (pooling, normalisation, lengths)
-    recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
-    from dpr_xrisk.runtime.onnx_backend import vector_mode
-
-    indexed_b, indexed_q = meta.get("backend", "torch"), meta.get("quantize", "none")
-    if vector_mode(indexed_b, indexed_q) != vector_mode(backend, quantize) and not allow_backend_mismatch:
-        from dpr_xrisk.errors import InputError
-
-        raise InputError(f"the index was encoded with --backend {indexed_b} --quantize {indexed_q}, the queries would be "
-                         f"--backend {backend} --quantize {quantize}; give those of the index, or --allow-backend-mismatch")
-    encoder = inference_encoder(DualEncoder.load(model or meta["model"], **recorded).to(dev), backend, quantize, dev,
-                                bf16, model or meta["model"])
-    check_compatible(encoder, meta)
+    encoder = load_query_encoder(meta, model, dev, backend, quantize, bf16, allow_backend_mismatch)
     run = dense_search(encoder, faiss_index, ids, meta, questions, k=max(k, depth) if bm25_index else k,
                        batch_size=default_batch_size(batch_size, dev, bf16), bf16=bf16, more=loaded[1:])
     tag = "dense"

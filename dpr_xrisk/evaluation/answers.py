@@ -25,6 +25,13 @@ def tokenize(text: str) -> list[str]:
     return [m.group().lower() for m in _TOKEN.finditer(unicodedata.normalize("NFD", text))]
 
 
+def token_spans(text: str) -> list[tuple[int, int, str]]:
+    """DPR's tokens of ``text`` with where they are: ``(start, end, token)``, where ``text[start:end]``
+    is the token as written and ``token`` is it NFD-normalised and lower-cased, as :func:`tokenize`
+    gives it. Offsets are into ``text`` itself (not its NFD form): what highlights an answer."""
+    return [(m.start(), m.end(), unicodedata.normalize("NFD", m.group()).lower()) for m in _TOKEN.finditer(text)]
+
+
 @lru_cache(maxsize=32768)
 def _tokens(text: str) -> tuple[tuple[str, ...], frozenset[str]]:
     # cached: one passage is matched against the answers of many questions (the training refresh

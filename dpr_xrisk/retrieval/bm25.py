@@ -49,11 +49,10 @@ def build_bm25_index(corpus, out_dir, threads: int = 2, overwrite: bool = False)
     return Path(out_dir)
 
 
-def bm25_search(index_dir, questions, k: int = 100, k1: float = K1, b: float = B, threads: int = 2,
-                batch: int = 1024, progress: bool = True) -> dict:
-    """Top-k BM25 run ``{qid: [(docid, score)]}`` for ``questions``."""
-    from tqdm import tqdm
-
+def open_searcher(index_dir, k1: float = K1, b: float = B):
+    """A pyserini ``LuceneSearcher`` over a ``bm25 index`` folder, scoring with BM25 ``k1``, ``b``:
+    open it once and give it to :func:`bm25_search` as ``searcher`` to search it many times (a
+    server, a question loop) without reopening the index."""
     from dpr_xrisk._pyserini import start_jvm
 
     start_jvm()
@@ -62,14 +61,32 @@ def bm25_search(index_dir, questions, k: int = 100, k1: float = K1, b: float = B
     lucene_dir = Path(index_dir) / "lucene"
     if not lucene_dir.is_dir():
         raise InputError("not a BM25 index folder (no lucene/; build it with `dpr-xrisk bm25 index`)", index_dir)
-    if k < 1:
-        raise InputError(f"k must be >= 1, got {k}")
     searcher = LuceneSearcher(str(lucene_dir))
     searcher.set_bm25(k1, b)
+    return searcher
+
+
+def bm25_search(index_dir, questions, k: int = 100, k1: float = K1, b: float = B, threads: int = 2,
+                batch: int = 1024, progress: bool = True, searcher=None) -> dict:
+    """Top-k BM25 run ``{qid: [(docid, score)]}`` for ``questions``, ties by passage id descending.
+
+    ``searcher``: an open :func:`open_searcher` to search instead of opening ``index_dir`` (then
+    ``index_dir``, ``k1`` and ``b`` are not read). ``threads``: Lucene's threads for a batch of
+    questions; with one thread each question is searched alone, which costs less than
+    ``batch_search``'s thread pool (the hits are the same either way)."""
+    from tqdm import tqdm
+
+    if k < 1:
+        raise InputError(f"k must be >= 1, got {k}")
+    if searcher is None:
+        searcher = open_searcher(index_dir, k1, b)
     run = {}
     for lo in tqdm(range(0, len(questions), batch), desc="bm25", unit="batch", disable=not progress):
         chunk = questions[lo : lo + batch]
-        hits = searcher.batch_search([q.text for q in chunk], [q.qid for q in chunk], k=k + 1, threads=threads)
+        if threads > 1 and len(chunk) > 1:
+            hits = searcher.batch_search([q.text for q in chunk], [q.qid for q in chunk], k=k + 1, threads=threads)
+        else:
+            hits = {q.qid: searcher.search(q.text, k=k + 1) for q in chunk}
         for q in chunk:
             found = [(h.docid, float(h.score)) for h in hits.get(q.qid, [])]
             depth = k + 1

@@ -139,7 +139,6 @@ class DualEncoder(nn.Module):
         try:
             if saved.exists():
                 meta = json.loads(saved.read_text())
-                base_lengths = {**dataclasses.asdict(EncoderSettings()), **meta["settings"]}
                 settings = EncoderSettings(**{**meta["settings"], **overrides})
                 q_dir = path / meta["towers"]["query"]
                 p_dir = path / meta["towers"]["passage"]
@@ -148,7 +147,6 @@ class DualEncoder(nn.Module):
                 p_model = q_model if settings.shared else AutoModel.from_pretrained(str(p_dir))
             else:
                 base = {**_sentence_transformers_settings(path), "base_model": str(name_or_path)}
-                base_lengths = {**dataclasses.asdict(EncoderSettings()), **base}
                 settings = EncoderSettings(**{**base, **overrides})
                 tokenizer = AutoTokenizer.from_pretrained(str(path))
                 q_model = AutoModel.from_pretrained(str(path))
@@ -158,9 +156,6 @@ class DualEncoder(nn.Module):
                 raise
             raise InputError(f"cannot load model: {str(e).splitlines()[0]}", path) from None
         enc = cls(q_model, p_model, tokenizer, settings)
-        # the lengths the model itself declares, before overrides: training may use shorter
-        # ones, but inference keeps these unless told otherwise
-        enc.declared_lengths = (base_lengths["query_max_length"], base_lengths["passage_max_length"])
         enc.eval()
         return enc
 

@@ -27,6 +27,33 @@ def check_compatible(encoder, meta: dict) -> None:
                          f"this encoder's fingerprint is {encoder.fingerprint()}")
 
 
+def load_query_encoder(meta: dict, model=None, device=None, backend: str = "torch", quantize: str = "none",
+                       bf16: bool = False, allow_backend_mismatch: bool = False):
+    """The encoder to search an index with, from the index's ``meta.json``: ``model`` (default: the
+    one the index records) loaded with the encoder settings the index recorded (pooling,
+    normalisation, lengths, prefixes), moved to ``device`` (default: the CPU), run by ``backend`` /
+    ``quantize`` / ``bf16`` (see ``dpr-xrisk search``), and checked against the index's dimension
+    and fingerprint. Queries must be encoded as the passages were (an int8 index was built from
+    another backend's vectors than fp32): another mode is refused unless ``allow_backend_mismatch``.
+    What ``search``, ``ask`` and ``serve`` all load."""
+    import torch
+
+    from dpr_xrisk.cli._options import inference_encoder
+    from dpr_xrisk.retrieval.encoder import DualEncoder
+    from dpr_xrisk.runtime.onnx_backend import vector_mode
+
+    device = torch.device("cpu") if device is None else device
+    indexed_b, indexed_q = meta.get("backend", "torch"), meta.get("quantize", "none")
+    if vector_mode(indexed_b, indexed_q) != vector_mode(backend, quantize) and not allow_backend_mismatch:
+        raise InputError(f"the index was encoded with --backend {indexed_b} --quantize {indexed_q}, the queries would be "
+                         f"--backend {backend} --quantize {quantize}; give those of the index, or --allow-backend-mismatch")
+    recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
+    name = model or meta["model"]
+    encoder = inference_encoder(DualEncoder.load(name, **recorded).to(device), backend, quantize, device, bf16, name)
+    check_compatible(encoder, meta)
+    return encoder
+
+
 def corpus_for_json(meta: dict, corpus=None, allow_mismatch: bool = False) -> Path:
     """The passage texts behind an index's ids: ``corpus`` if given (it must be the indexed one:
     its fingerprint is in the index), else the corpus path the index records. Checked before any

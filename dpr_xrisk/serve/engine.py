@@ -16,7 +16,6 @@ and knows nothing of HTTP.
 from __future__ import annotations
 
 import time
-import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -97,9 +96,9 @@ def answer_spans(text: str, answers: Sequence[str]) -> list[tuple[int, int]]:
     """Character spans of ``text`` where an answer matches under DPR's rule (the tokens of
     :mod:`dpr_xrisk.evaluation.answers`, lower-cased and NFD-normalised): what the search page
     highlights. Non-empty exactly when ``has_answer(text, answers)`` is true (tested)."""
-    from dpr_xrisk.evaluation.answers import _TOKEN, tokenize  # the one definition of a DPR token
+    from dpr_xrisk.evaluation.answers import token_spans, tokenize  # the one definition of a DPR token
 
-    found = [(m.start(), m.end(), unicodedata.normalize("NFD", m.group()).lower()) for m in _TOKEN.finditer(text)]
+    found = token_spans(text)
     words = [w for _, _, w in found]
     spans = set()
     for answer in answers:
@@ -189,26 +188,13 @@ class Retriever:
         return out
 
     def _bm25(self, asked) -> dict:
-        """BM25 as :func:`~dpr_xrisk.retrieval.bm25.bm25_search` runs it (one past the cut, a tie
-        across the cut fetched to its end, ties by passage id), on the searcher opened once at
-        start-up: that function opens the index on every call."""
-        from dpr_xrisk.retrieval.bm25 import ranked
+        """BM25 of ``asked`` (qid, text, depth) at the deepest depth, on the searcher opened once at
+        start-up: :func:`~dpr_xrisk.retrieval.bm25.bm25_search`, ties and all."""
+        from dpr_xrisk.io.questions import Question
+        from dpr_xrisk.retrieval.bm25 import bm25_search
 
-        k = max(d for _, _, d in asked)
-        threads = self.threads or 1
-        if threads > 1 and len(asked) > 1:  # Lucene searches them in parallel
-            hits = self.searcher.batch_search([t for _, t, _ in asked], [qid for qid, _, _ in asked], k=k + 1,
-                                              threads=threads)
-        else:  # one thread: batch_search costs more than a search per question (its thread pool)
-            hits = {qid: self.searcher.search(text, k=k + 1) for qid, text, _ in asked}
-        run = {}
-        for qid, text, _ in asked:
-            found, depth = [(h.docid, float(h.score)) for h in hits.get(qid, [])], k + 1
-            while len(found) == depth and found[k][1] == found[k - 1][1]:
-                depth *= 2
-                found = [(h.docid, float(h.score)) for h in self.searcher.search(text, k=depth)]
-            run[qid] = ranked(found)[:k]
-        return run
+        return bm25_search(None, [Question(qid, text) for qid, text, _ in asked], k=max(d for _, _, d in asked),
+                           threads=self.threads or 1, progress=False, searcher=self.searcher)
 
     def _result(self, text: str, q: Query, record: dict, answers) -> dict:
         hits = []
@@ -255,12 +241,10 @@ def load_retriever(index: Sequence[str | Path], bm25_index=None, corpus=None, mo
     import faiss
     import torch
 
-    from dpr_xrisk.cli._options import check_inference, inference_encoder
-    from dpr_xrisk.retrieval.encoder import DualEncoder
+    from dpr_xrisk.cli._options import check_inference
     from dpr_xrisk.retrieval.index import load_indexes, set_search_params
-    from dpr_xrisk.retrieval.search import check_compatible, corpus_for_json, load_passage_texts
+    from dpr_xrisk.retrieval.search import corpus_for_json, load_passage_texts, load_query_encoder
     from dpr_xrisk.runtime.device import encode_batch_size, resolve_device
-    from dpr_xrisk.runtime.onnx_backend import vector_mode
 
     t0 = time.perf_counter()
     dev = resolve_device(device)
@@ -273,25 +257,17 @@ def load_retriever(index: Sequence[str | Path], bm25_index=None, corpus=None, mo
         set_search_params(faiss_index, ef_search, nprobe)
     meta = loaded[0][2]
     texts_from = corpus_for_json(meta, corpus, allow_corpus_mismatch)
-    # as cli/search.py: the query tower with the settings the index was encoded with
-    indexed_b, indexed_q = meta.get("backend", "torch"), meta.get("quantize", "none")
-    if vector_mode(indexed_b, indexed_q) != vector_mode(backend, quantize):
-        raise InputError(f"the index was encoded with --backend {indexed_b} --quantize {indexed_q}, the queries would be "
-                         f"--backend {backend} --quantize {quantize}; give those of the index")
-    recorded = {k: v for k, v in meta.get("settings", {}).items() if k not in ("base_model", "shared")}
-    base = DualEncoder.load(model or meta["model"], **recorded).to(dev)
-    encoder = inference_encoder(base, backend, quantize, dev, bf16, model or meta["model"])
-    check_compatible(encoder, meta)
+    encoder = load_query_encoder(meta, model, dev, backend, quantize, bf16)  # as `search` loads it
     passages = load_passage_texts(texts_from)
     missing = next((i for _, ids, _ in loaded for i in ids if i not in passages), None)
     if missing is not None:
         raise InputError(f"the index names passage {missing!r}, which is not in the corpus", texts_from)
     searcher = None
     if bm25_index is not None:
-        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+        from dpr_xrisk.retrieval.bm25 import check_same_corpus, open_searcher
 
         check_same_corpus(bm25_index, meta, [i for _, ids, _ in loaded for i in ids])  # as `search` checks it
-        searcher = open_bm25(bm25_index)
+        searcher = open_searcher(bm25_index)
     info = {
         "model": meta["model"], "fingerprint": meta["fingerprint"],
         "index": {"paths": [str(Path(i).resolve()) for i in index], "factory": meta.get("factory"),
@@ -299,27 +275,11 @@ def load_retriever(index: Sequence[str | Path], bm25_index=None, corpus=None, mo
         "corpus": {"path": str(Path(texts_from).resolve()), "fingerprint": meta.get("corpus_fingerprint"),
                    "passages": len(passages)},
         "bm25_index": str(Path(bm25_index).resolve()) if bm25_index is not None else None,
-        "settings": {"encoder": asdict(base.settings), "device": str(dev), "backend": backend, "quantize": quantize,
+        "settings": {"encoder": asdict(encoder.settings), "device": str(dev), "backend": backend, "quantize": quantize,
                      "bf16": bf16, "threads": threads or torch.get_num_threads(), "depth": depth,
                      "ef_search": ef_search, "nprobe": nprobe},
         "load_seconds": round(time.perf_counter() - t0, 2),
     }
-    return Retriever(encoder, base.tokenizer, base.settings, loaded, passages, searcher, depth=depth,
+    return Retriever(encoder, encoder.tokenizer, encoder.settings, loaded, passages, searcher, depth=depth,
                      batch_size=batch_size or encode_batch_size(dev, bf16), bf16=bf16, threads=threads, info=info)
 
-
-def open_bm25(bm25_index):
-    """A LuceneSearcher over a ``dpr-xrisk bm25 index`` folder with the BM25 parameters of
-    :func:`~dpr_xrisk.retrieval.bm25.bm25_search`."""
-    from dpr_xrisk._pyserini import start_jvm
-    from dpr_xrisk.retrieval.bm25 import B, K1
-
-    start_jvm()
-    from pyserini.search.lucene import LuceneSearcher
-
-    lucene_dir = Path(bm25_index) / "lucene"
-    if not lucene_dir.is_dir():
-        raise InputError("not a BM25 index folder (no lucene/; build it with `dpr-xrisk bm25 index`)", bm25_index)
-    searcher = LuceneSearcher(str(lucene_dir))
-    searcher.set_bm25(K1, B)
-    return searcher
