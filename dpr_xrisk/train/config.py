@@ -174,7 +174,9 @@ class TrainConfig:
         "computes bfloat16 natively (a GPU from Ampere on, a CPU with AMX or AVX512-BF16: there it measured faster), "
         "fp32 elsewhere, printed when training starts; config.json records the resolved value, a resumed run keeps "
         "it; the loss arithmetic stays float32")
-    bf16: bool = key(False, OPTIMISATION, "the old switch for precision = \"bf16\" (kept as an alias)")
+    bf16: bool = key(False, OPTIMISATION,
+        "the old switch: --bf16 = precision \"bf16\", --fp32 = precision \"fp32\" (kept as aliases; an explicit "
+        "--precision wins over --fp32)")
     seed: int = key(42, OPTIMISATION, "seed of everything random (data order, sampling, dropout)")
     threads: int = key(0, OPTIMISATION, "torch threads; 0 = torch's default")
 
