@@ -341,98 +341,141 @@ def encode_corpus(encoder, corpus: str | Path, out_dir: str | Path, *, batch_siz
         raise
 
 
+class _ShardFiles:
+    """The paths of shard ``shard_id`` of ``num_shards`` in ``out``: the finished files (meta,
+    vectors, ids) and the unfinished ones a killed run resumes from (``.partial``, progress)."""
+
+    def __init__(self, out: Path, shard_id: int, num_shards: int) -> None:
+        self.meta = out / shard_name("meta", shard_id, num_shards, "json")
+        self.embeddings = out / shard_name("embeddings", shard_id, num_shards, "npy")
+        self.ids = out / shard_name("ids", shard_id, num_shards, "txt")
+        self.partial, self.ids_partial = Path(f"{self.embeddings}.partial"), Path(f"{self.ids}.partial")
+        self.progress = out / shard_name("progress", shard_id, num_shards, "json")
+
+
 def _encode_shard(encoder, corpus, out: Path, total: int, wanted: dict, *, batch_size, dtype, bf16, shard_id,
                   num_shards, chunk_size, progress, model_name, desc, tokens, bound_heap, tqdm) -> Path:
-    fingerprint, corpus_fp = wanted["fingerprint"], wanted["corpus_fingerprint"]
-    meta_path = out / shard_name("meta", shard_id, num_shards, "json")
-    emb_path = out / shard_name("embeddings", shard_id, num_shards, "npy")
-    ids_path = out / shard_name("ids", shard_id, num_shards, "txt")
-    partial, ids_partial = Path(f"{emb_path}.partial"), Path(f"{ids_path}.partial")
-    progress_path = out / shard_name("progress", shard_id, num_shards, "json")
-
+    files = _ShardFiles(out, shard_id, num_shards)
     start, end = shard_range(total, shard_id, num_shards)
     count, dim = end - start, encoder.dim
     threshold = mmap_threshold(count) if bound_heap else 0  # a bad DPR_XRISK_MMAP_THRESHOLD fails before any work
     if tokens is not None and tokens.count != total:
         raise ValueError(f"token cache has {tokens.count} passages, the corpus {total}")
 
-    state = None
-    if progress_path.exists() and partial.exists() and ids_partial.exists():
-        from dpr_xrisk.io.common import load_json
-
-        state = load_json(progress_path)
-        recorded = {**state, **state.get("settings", {})} if isinstance(state, dict) else {}
-        diff = setting_differences(recorded, wanted)
-        if not isinstance(state, dict) or diff or state.get("count") != count:
-            raise InputError(f"an unfinished run with other settings ({'; '.join(diff) or 'another count'}) is in this "
-                             "folder; use --overwrite to start again, or a new --out", out)
+    state = _unfinished_state(files, wanted, count, out)
     if state:  # resume in the unit the killed run recorded its progress in
         chunk_size = int(state.get("chunk_size", CHUNK))
     done = state["chunks_done"] if state else 0
     before = state.get("seconds", 0.0) if state else 0.0  # encoding time of earlier (killed) sessions
-    if state:
-        try:
-            vectors = np.lib.format.open_memmap(partial, mode="r+")
-        except ValueError as e:
-            raise InputError(f"unfinished vectors are damaged ({e}); --overwrite starts again", partial) from None
-        if vectors.shape != (count, dim) or vectors.dtype != np.dtype(dtype):
-            raise InputError(f"unfinished vectors are {vectors.dtype}{list(vectors.shape)}, this run writes "
-                             f"{dtype}{[count, dim]}; --overwrite starts again", out)
-        with open(ids_partial, "r+b") as f:
-            f.truncate(state["ids_bytes"])
-    else:
-        vectors = np.lib.format.open_memmap(partial, mode="w+", dtype=dtype, shape=(count, dim))
-        ids_partial.write_bytes(b"")
+    vectors = _open_vectors(files, state, (count, dim), dtype, out)
 
     passages = itertools.islice(read_passages(corpus, check_duplicates=False), start, end)
-    id_check = IdCheck()
     bar = tqdm(total=count, initial=min(done * chunk_size, count), unit="psg", disable=not progress,
                desc=desc or f"encode shard {shard_id}/{num_shards}", smoothing=0.1)
     t0 = time.perf_counter()
     encoder.eval()
     if threshold > 0:
         fix_mmap_threshold(threshold)
+    model = model_name or encoder.settings.base_model
     try:
-        for chunk_idx in itertools.count():
-            chunk = list(itertools.islice(passages, chunk_size))
-            if not chunk:
-                break
-            if id_check.repeats([p.id for p in chunk]):
-                for _ in read_passages(corpus):  # the exact check: raises naming the file and line
-                    pass
-            if chunk_idx < done:
-                continue
-            row = chunk_idx * chunk_size
-            if tokens is not None:
-                first = start + row
-                vecs = encoder.encode_passage_tokens(tokens.rows(range(first, first + len(chunk))),
-                                                     batch_size=batch_size, bf16=bf16, on_batch=bar.update)
-            else:
-                vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
-                                               batch_size=batch_size, bf16=bf16, on_batch=bar.update)
-            vectors[row : row + len(chunk)] = vecs.astype(dtype)
-            vectors.flush()
-            with open(ids_partial, "a", encoding="utf-8") as f:
-                f.write("".join(p.id + "\n" for p in chunk))
-            state = {"fingerprint": fingerprint, "corpus_fingerprint": corpus_fp, "count": count, "chunks_done": chunk_idx + 1,
-                     "ids_bytes": ids_partial.stat().st_size, "seconds": before + time.perf_counter() - t0,
-                     "chunk_size": chunk_size, "settings": wanted, "corpus": str(Path(corpus).resolve()), "model": model_name or encoder.settings.base_model}
-            with atomic_write(progress_path) as f:
-                json.dump(state, f)
-            del chunk, vecs
-            release_free_memory()
+        _encode_chunks(encoder, corpus, passages, vectors, files, wanted, first=start, chunk_size=chunk_size,
+                       done=done, clock=lambda: before + time.perf_counter() - t0, model=model, tokens=tokens,
+                       batch_size=batch_size, bf16=bf16, dtype=dtype, on_batch=bar.update)
     finally:
         bar.close()  # ends the bar's line, so an error message starts on its own line
     del vectors
-    os.replace(partial, emb_path)
-    os.replace(ids_partial, ids_path)
+    os.replace(files.partial, files.embeddings)
+    os.replace(files.ids_partial, files.ids)
+    meta = _shard_meta(encoder, model, wanted, dtype=dtype, bf16=bf16, shard_id=shard_id, num_shards=num_shards,
+                       start=start, end=end, corpus=corpus, total=total,
+                       seconds=before + time.perf_counter() - t0)  # all sessions of a resumed run
+    write_json(files.meta, meta)
+    files.progress.unlink(missing_ok=True)
+    return files.meta
+
+
+def _unfinished_state(files: _ShardFiles, wanted: dict, count: int, out: Path) -> dict | None:
+    """The progress record of a killed run of this shard, or None when there is none to resume;
+    one of other settings or another passage count is an error."""
+    if not (files.progress.exists() and files.partial.exists() and files.ids_partial.exists()):
+        return None
+    from dpr_xrisk.io.common import load_json
+
+    state = load_json(files.progress)
+    recorded = {**state, **state.get("settings", {})} if isinstance(state, dict) else {}
+    diff = setting_differences(recorded, wanted)
+    if not isinstance(state, dict) or diff or state.get("count") != count:
+        raise InputError(f"an unfinished run with other settings ({'; '.join(diff) or 'another count'}) is in this "
+                         "folder; use --overwrite to start again, or a new --out", out)
+    return state
+
+
+def _open_vectors(files: _ShardFiles, state: dict | None, shape: tuple[int, int], dtype: str, out: Path):
+    """The shard's memory-mapped ``(count, dim)`` vectors: the killed run's (its ids file cut back
+    to the last finished chunk) when ``state`` resumes one, else a new, empty file."""
+    if not state:
+        vectors = np.lib.format.open_memmap(files.partial, mode="w+", dtype=dtype, shape=shape)
+        files.ids_partial.write_bytes(b"")
+        return vectors
+    try:
+        vectors = np.lib.format.open_memmap(files.partial, mode="r+")
+    except ValueError as e:
+        raise InputError(f"unfinished vectors are damaged ({e}); --overwrite starts again", files.partial) from None
+    if vectors.shape != shape or vectors.dtype != np.dtype(dtype):
+        raise InputError(f"unfinished vectors are {vectors.dtype}{list(vectors.shape)}, this run writes "
+                         f"{dtype}{list(shape)}; --overwrite starts again", out)
+    with open(files.ids_partial, "r+b") as f:
+        f.truncate(state["ids_bytes"])
+    return vectors
+
+
+def _encode_chunks(encoder, corpus, passages, vectors, files: _ShardFiles, wanted: dict, *, first: int,
+                   chunk_size: int, done: int, clock, model: str, tokens, batch_size, bf16, dtype, on_batch) -> None:
+    """Encode ``passages`` (the shard's, from corpus row ``first``) chunk by chunk into ``vectors``
+    and the ids file, recording each finished chunk in the progress file; the first ``done``
+    chunks (a killed run's) are only read, for the duplicate-id check. ``clock()``: the seconds
+    spent encoding so far."""
+    id_check = IdCheck()
+    for chunk_idx in itertools.count():
+        chunk = list(itertools.islice(passages, chunk_size))
+        if not chunk:
+            break
+        if id_check.repeats([p.id for p in chunk]):
+            for _ in read_passages(corpus):  # the exact check: raises naming the file and line
+                pass
+        if chunk_idx < done:
+            continue
+        row = chunk_idx * chunk_size
+        if tokens is not None:
+            vecs = encoder.encode_passage_tokens(tokens.rows(range(first + row, first + row + len(chunk))),
+                                                 batch_size=batch_size, bf16=bf16, on_batch=on_batch)
+        else:
+            vecs = encoder.encode_passages([p.title for p in chunk], [p.text for p in chunk],
+                                           batch_size=batch_size, bf16=bf16, on_batch=on_batch)
+        vectors[row : row + len(chunk)] = vecs.astype(dtype)
+        vectors.flush()
+        with open(files.ids_partial, "a", encoding="utf-8") as f:
+            f.write("".join(p.id + "\n" for p in chunk))
+        state = {"fingerprint": wanted["fingerprint"], "corpus_fingerprint": wanted["corpus_fingerprint"],
+                 "count": len(vectors), "chunks_done": chunk_idx + 1, "ids_bytes": files.ids_partial.stat().st_size,
+                 "seconds": clock(), "chunk_size": chunk_size, "settings": wanted,
+                 "corpus": str(Path(corpus).resolve()), "model": model}
+        with atomic_write(files.progress) as f:
+            json.dump(state, f)
+        del chunk, vecs
+        release_free_memory()
+
+
+def _shard_meta(encoder, model: str, wanted: dict, *, dtype, bf16, shard_id, num_shards, start, end, corpus, total,
+                seconds) -> dict:
+    """What a finished shard's ``meta`` file records (:func:`load_shards` reads it)."""
     meta = {
-        "model": model_name or encoder.settings.base_model, "fingerprint": fingerprint,
-        "settings": asdict(encoder.settings), "dim": dim, "dtype": dtype,
-        "similarity": encoder.settings.similarity, "count": count, "shard_id": shard_id,
+        "model": model, "fingerprint": wanted["fingerprint"],
+        "settings": asdict(encoder.settings), "dim": encoder.dim, "dtype": dtype,
+        "similarity": encoder.settings.similarity, "count": end - start, "shard_id": shard_id,
         "num_shards": num_shards, "range": [start, end], "corpus": str(Path(corpus).resolve()),
-        "corpus_fingerprint": corpus_fp, "corpus_size": total,
-        "seconds": round(before + time.perf_counter() - t0, 3), "bf16": bf16,  # all sessions of a resumed run
+        "corpus_fingerprint": wanted["corpus_fingerprint"], "corpus_size": total,
+        "seconds": round(seconds, 3), "bf16": bf16,
         "quantize": getattr(encoder, "quantize", "none"), "backend": getattr(encoder, "backend", "torch"),
     }
     if getattr(encoder, "bf16_weights", False):  # bfloat16 weights, not autocast (quantize.bf16_towers)
@@ -443,9 +486,7 @@ def _encode_shard(encoder, corpus, out: Path, total: int, wanted: dict, *, batch
         meta["smoothed_channels"] = getattr(encoder, "smoothed_channels", 0)
         if getattr(encoder, "int8_engine", None):  # the kernels the weights were packed for
             meta["int8_engine"] = encoder.int8_engine
-    write_json(meta_path, meta)
-    progress_path.unlink(missing_ok=True)
-    return meta_path
+    return meta
 
 
 def load_shards(emb_dir: str | Path, only: list[int] | None = None) -> list[dict]:
