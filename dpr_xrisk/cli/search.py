@@ -141,16 +141,30 @@ def tune_fusion(
     questions, prints the table and the alpha with the best --metric, to pass to
     `fuse`/`search --fusion interpolation --alpha`.
     """
-    import shlex
-    import sys
+    from dpr_xrisk.evaluation.tuning import load_answer_passages, metric_cutoffs, read_labelled_runs
+    from dpr_xrisk.retrieval.search import ALPHA_GRID, tune_alpha
 
-    from dpr_xrisk.retrieval.encode import provenance
+    _check_tune_options(qrels, answers, corpus, plot)
+    metric = metric or ("mrr@10" if qrels is not None else "top5")
+    ks, qks = metric_cutoffs(metric)
+    runs = read_labelled_runs(dense, sparse, qrels, answers, corpus)
+    if runs.unlabelled:
+        typer.echo(f"note: {runs.unlabelled} run question(s) have no label and are not used", err=True)
+    if runs.questions is not None:
+        load_answer_passages(runs, corpus)
+    result = tune_alpha(runs.dense, runs.sparse, runs.scorer(ks, qks), metric, grid=alpha or ALPHA_GRID, k=k)
+    _print_fusion_table(result, metric, len(runs.labelled))
+    if out is not None:
+        _write_fusion_choice(out, result, metric, len(runs.labelled),
+                             inputs=dict(dense=dense, sparse=sparse, qrels=qrels, answers=answers, corpus=corpus))
+    if plot is not None:
+        _write_fusion_plot(plot, result, metric)
+
+
+def _check_tune_options(qrels: Optional[Path], answers: Optional[Path], corpus: Optional[Path],
+                        plot: Optional[Path]) -> None:
+    """tune-fusion's option combinations, refused before anything is read."""
     from dpr_xrisk.errors import InputError
-    from dpr_xrisk.evaluation.evaluate import check_ks, judged_questions, read_any_run
-    from dpr_xrisk.io.common import write_json
-    from dpr_xrisk.io.questions import check_unique_ids, read_questions
-    from dpr_xrisk.io.trec import read_qrels
-    from dpr_xrisk.retrieval.search import ALPHA_GRID, load_passage_texts, per_question_metrics, tune_alpha
 
     if qrels is None and answers is None:
         raise InputError("nothing to tune on: give --qrels and/or --answers (with --corpus) for the runs' questions")
@@ -158,78 +172,45 @@ def tune_fusion(
         raise InputError("--answers needs --corpus (the passage texts the answers are matched in)")
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError("--plot writes a PNG image: give a path ending in .png", plot)
-    metric = metric or ("mrr@10" if qrels is not None else "top5")
-    # the cut-offs scored: the usual ones, and the one --metric names (topK or name@K)
-    cut = metric[3:] if metric.startswith("top") else metric.partition("@")[2]
-    cut_k = [int(cut)] if cut.isdigit() else []
-    if cut_k:
-        check_ks(cut_k, "--metric's cut-off")
-    ks = sorted({1, 5, 20, *(cut_k if metric.startswith("top") else [])})
-    qks = sorted({10, *(cut_k if "@" in metric else [])})
-    (d_run, d_records), (s_run, s_records) = read_any_run(dense), read_any_run(sparse)
-    judged = read_qrels(qrels) if qrels is not None else None
-    questions = read_questions(answers) if answers is not None else None
-    from dpr_xrisk.evaluation.evaluate import check_run_inputs
 
-    for path, records in ((dense, d_records), (sparse, s_records)):  # the runs' own questions and corpus
-        check_run_inputs(path, records, questions, answers, qrels, corpus)
-    labelled = judged_questions(judged, qrels) if judged is not None else None
-    if questions is not None:
-        check_unique_ids(questions, answers)
-        asked = [q.qid for q in questions]
-        bare = [q.qid for q in questions if not any(a.strip() for a in q.answers)]
-        if bare:
-            raise InputError(f"{len(bare)} question(s) of --answers have no answer, e.g. {bare[0]!r}: "
-                             "top-k accuracy would be 0 for every weight (tune on --qrels instead)", answers)
-        if labelled is not None and set(asked) != set(labelled):
-            raise InputError(f"--answers and --qrels label different questions ({len(asked)} vs {len(labelled)}); "
-                             "give the same questions to both, or only one of them")
-        labelled = asked
-    missing = [q for q in labelled if q not in d_run and q not in s_run]
-    if missing:
-        raise InputError(f"{len(missing)} of {len(labelled)} labelled question(s) are in neither run, "
-                         f"e.g. {missing[0]!r}: search the same questions the labels are for")
-    unlabelled = len((d_run.keys() | s_run.keys()) - set(labelled))
-    if unlabelled:
-        typer.echo(f"note: {unlabelled} run question(s) have no label and are not used", err=True)
-    passages = None
-    if questions is not None:
-        wanted = {d for run in (d_run, s_run) for hits in run.values() for d, _ in hits}
-        passages = load_passage_texts(corpus, wanted)
-        absent = wanted - passages.keys()
-        if absent:
-            raise InputError(f"the runs name {len(absent)} passage(s) not in the corpus, e.g. {sorted(absent)[0]!r}", corpus)
 
-    matched: dict = {}  # answer matches, shared by the candidates
-
-    def score(run):
-        return per_question_metrics(run, labelled, qrels=judged, questions=questions, passages=passages, ks=ks,
-                                    qrels_ks=qks, answer_cache=matched)
-
-    result = tune_alpha(d_run, s_run, score, metric, grid=alpha or ALPHA_GRID, k=k)
+def _print_fusion_table(result: dict, metric: str, questions: int) -> None:
+    """One line per candidate (RRF, then each alpha) with its mean metrics, the best alpha marked."""
     cols = list(result["rows"][0]["means"])
     typer.echo(f"{'fusion':<20}  " + "  ".join(f"{c:>9}" for c in cols))
     for r in result["rows"]:
         name = "rrf" if r["fusion"] == "rrf" else f"interpolation {r['alpha']:g}"
         mark = "  <- best " + metric if r["fusion"] == "interpolation" and r["alpha"] == result["best_alpha"] else ""
         typer.echo(f"{name:<20}  " + "  ".join(f"{r['means'][c]:>9.4f}" for c in cols) + mark)
-    typer.echo(f"{len(labelled)} labelled questions; best {metric}: alpha {result['best_alpha']:g} -> "
+    typer.echo(f"{questions} labelled questions; best {metric}: alpha {result['best_alpha']:g} -> "
                f"dpr-xrisk fuse --fusion interpolation --alpha {result['best_alpha']:g}")
-    if out is not None:
-        rows = [{k_: v for k_, v in r.items() if k_ != "per_question"} for r in result["rows"]]
-        write_json(out, {"metric": metric, "best_alpha": result["best_alpha"], "questions": len(labelled), "rows": rows,
-                         "command": shlex.join(["dpr-xrisk", *sys.argv[1:]]),
-                         "inputs": provenance(dense=dense, sparse=sparse, qrels=qrels, answers=answers, corpus=corpus)})
-        typer.echo(f"wrote {out}", err=True)
-    if plot is not None:
-        from dpr_xrisk.io.common import atomic_write
-        from dpr_xrisk.report.charts import fusion_chart
 
-        shown = [metric] + [c for c in cols if c != metric and c in ("top5", "top20", "mrr@10")]
-        png = fusion_chart(result["rows"], list(dict.fromkeys(shown)), result["best_alpha"], metric)
-        with atomic_write(plot, "wb") as f:
-            f.write(png)
-        typer.echo(f"wrote {plot}", err=True)
+
+def _write_fusion_choice(out: Path, result: dict, metric: str, questions: int, inputs: dict) -> None:
+    """--out: every candidate's mean scores, the choice, the command and its inputs, as JSON."""
+    import shlex
+    import sys
+
+    from dpr_xrisk.io.common import write_json
+    from dpr_xrisk.retrieval.encode import provenance
+
+    rows = [{k_: v for k_, v in r.items() if k_ != "per_question"} for r in result["rows"]]
+    write_json(out, {"metric": metric, "best_alpha": result["best_alpha"], "questions": questions, "rows": rows,
+                     "command": shlex.join(["dpr-xrisk", *sys.argv[1:]]), "inputs": provenance(**inputs)})
+    typer.echo(f"wrote {out}", err=True)
+
+
+def _write_fusion_plot(plot: Path, result: dict, metric: str) -> None:
+    """--plot: the chosen metric (and top5/top20/mrr@10 where scored) against alpha, as a PNG."""
+    from dpr_xrisk.io.common import atomic_write
+    from dpr_xrisk.report.charts import fusion_chart
+
+    cols = list(result["rows"][0]["means"])
+    shown = [metric] + [c for c in cols if c != metric and c in ("top5", "top20", "mrr@10")]
+    png = fusion_chart(result["rows"], list(dict.fromkeys(shown)), result["best_alpha"], metric)
+    with atomic_write(plot, "wb") as f:
+        f.write(png)
+    typer.echo(f"wrote {plot}", err=True)
 
 
 def register(app: typer.Typer) -> None:
