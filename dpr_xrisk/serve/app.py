@@ -161,6 +161,27 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
 
         mcp_app = build_mcp(retriever, batcher, limits).http_app(path="/")
 
+    app = FastAPI(title="dpr-xrisk", lifespan=_lifespan(batcher, mcp_app), responses=ERRORS,
+                  description="Dense passage retrieval: dense, BM25 and hybrid search over one loaded index. "
+                              "Errors are `{\"error\": \"...\"}` with a 4xx status (500 for a bug).")
+    app.state.batcher, app.state.retriever, app.state.limits = batcher, retriever, limits
+    for exc_class, handler in _ERROR_HANDLERS:
+        app.add_exception_handler(exc_class, handler)
+    routes = _Routes(retriever, batcher, limits, started, counts, mcp=mcp_app is not None)
+    app.post("/search", response_model=SearchResponse, response_model_exclude_none=True)(routes.search)
+    app.get("/documents/{doc_id:path}", response_model=Document)(routes.document)
+    app.get("/status")(routes.status)
+    app.get("/health")(routes.health)
+    app.get("/", response_class=HTMLResponse, include_in_schema=False)(routes.page)
+    if mcp_app is not None:
+        app.mount("/mcp", mcp_app)
+    app.add_middleware(_Guard, max_body=limits.max_body_bytes, token=token, counts=counts)
+    return app
+
+
+def _lifespan(batcher: Batcher, mcp_app):
+    """The app's lifespan: the MCP session manager's (when MCP is served) around the app's life,
+    then the batcher closed."""
     @asynccontextmanager
     async def lifespan(app):
         if mcp_app is not None:
@@ -170,71 +191,80 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
             yield
         await asyncio.get_running_loop().run_in_executor(None, batcher.close)
 
-    app = FastAPI(title="dpr-xrisk", lifespan=lifespan, responses=ERRORS,
-                  description="Dense passage retrieval: dense, BM25 and hybrid search over one loaded index. "
-                              "Errors are `{\"error\": \"...\"}` with a 4xx status (500 for a bug).")
-    app.state.batcher, app.state.retriever, app.state.limits = batcher, retriever, limits
+    return lifespan
 
-    async def search_query(query) -> list:
-        return await asyncio.wrap_future(batcher.submit(query, len(query.questions)))
 
-    @app.exception_handler(BadRequest)
-    async def _bad(request, exc: BadRequest):
-        return JSONResponse({"error": exc.message}, status_code=exc.status)
+# ---- errors: every refusal a one-line {"error": ...} ----------------------------------------
+async def _bad(request, exc: BadRequest):
+    return JSONResponse({"error": exc.message}, status_code=exc.status)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request, exc: RequestValidationError):
-        status, message = _field_error(exc)
-        return JSONResponse({"error": message}, status_code=status)
 
-    @app.exception_handler(HTTPException)
-    async def _http(request, exc: HTTPException):
-        message = exc.detail if isinstance(exc.detail, str) else str(exc.status_code)
-        return JSONResponse({"error": message.splitlines()[0]}, status_code=exc.status_code, headers=exc.headers)
+async def _invalid(request, exc: RequestValidationError):
+    status, message = _field_error(exc)
+    return JSONResponse({"error": message}, status_code=status)
 
-    @app.exception_handler(Exception)
-    async def _internal(request, exc: Exception):
-        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
-        return JSONResponse({"error": "internal error (a bug; the server log has the traceback)"}, status_code=500)
 
-    @app.post("/search", response_model=SearchResponse, response_model_exclude_none=True)
-    async def search(body: SearchRequest):
+async def _http(request, exc: HTTPException):
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.status_code)
+    return JSONResponse({"error": message.splitlines()[0]}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _internal(request, exc: Exception):
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"error": "internal error (a bug; the server log has the traceback)"}, status_code=500)
+
+
+_ERROR_HANDLERS = ((BadRequest, _bad), (RequestValidationError, _invalid), (HTTPException, _http), (Exception, _internal))
+
+
+# ---- the routes ---------------------------------------------------------------------------
+class _Routes:
+    """The endpoints over one retriever; every search goes through its batcher. The method names
+    are the routes' names in the OpenAPI schema, their docstrings its descriptions."""
+
+    def __init__(self, retriever: Retriever, batcher: Batcher, limits: Limits, started: float, counts: dict,
+                 mcp: bool) -> None:
+        self.retriever, self.batcher, self.limits = retriever, batcher, limits
+        self.started, self.counts, self.mcp = started, counts, mcp
+
+    async def _search_query(self, query) -> list:
+        return await asyncio.wrap_future(self.batcher.submit(query, len(query.questions)))
+
+    async def search(self, body: SearchRequest):
         """Top-k passages for one or many questions: what `dpr-xrisk search` returns for the same
         question, k, mode, fusion and alpha (bm25: `dpr-xrisk bm25 search`)."""
         t0 = time.perf_counter()
         query = make_query(body.questions, body.k, body.mode, body.fusion, body.alpha, body.answers,
-                           limits, retriever.has_bm25)
-        results = await search_query(query)
+                           self.limits, self.retriever.has_bm25)
+        results = await self._search_query(query)
         return {"mode": query.mode, "k": query.k, "results": results, "took_ms": round(1000 * (time.perf_counter() - t0), 3)}
 
-    @app.get("/documents/{doc_id:path}", response_model=Document)
-    async def document(doc_id: str):
+    async def document(self, doc_id: str):
         """A passage by its id."""
-        got = retriever.document(doc_id)
+        got = self.retriever.document(doc_id)
         if got is None:
             raise BadRequest(f"unknown passage id {doc_id[:200]!r}", 404)
         return got
 
-    @app.get("/status")
-    async def status():
+    async def status(self):
         """Model, index kind and size, corpus fingerprint, settings, limits, uptime, traffic, queue."""
-        return {**retriever.status(), "limits": asdict(limits),
+        batcher = self.batcher
+        return {**self.retriever.status(), "limits": asdict(self.limits),
                 "batching": {"max_batch": batcher.max_batch, "max_wait_ms": batcher.max_wait * 1000,
                              "batches": batcher.batches,
                              "mean_batch": round(batcher.batched_questions / batcher.batches, 2) if batcher.batches else None},
-                "uptime_s": round(time.time() - started, 1),
-                "requests": {"searches": batcher.jobs, "questions": batcher.questions, "http_responses": dict(counts)},
-                "queue_depth": batcher.queue_depth, "mcp": "/mcp/" if mcp_app is not None else None}
+                "uptime_s": round(time.time() - self.started, 1),
+                "requests": {"searches": batcher.jobs, "questions": batcher.questions, "http_responses": dict(self.counts)},
+                "queue_depth": batcher.queue_depth, "mcp": "/mcp/" if self.mcp else None}
 
-    @app.get("/health")
-    async def health():
+    async def health(self):
         """Liveness: no token needed."""
         return {"status": "ok"}
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page(request: Request):
+    async def page(self, request: Request):
         from dpr_xrisk.serve.page import render
 
+        retriever = self.retriever
         form = {x: request.query_params.get(x, "") for x in ("q", "k", "mode", "answers")}
         modes = MODES if retriever.has_bm25 else ("dense",)
         form["mode"] = form["mode"] or "dense"
@@ -243,14 +273,10 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
         try:
             k = int(form["k"] or 10)
             answers = [a.strip() for a in form["answers"].split("|") if a.strip()] or None
-            query = make_query(form["q"], k, form["mode"], answers=answers, limits=limits, has_bm25=retriever.has_bm25)
-            result = (await search_query(query))[0]
+            query = make_query(form["q"], k, form["mode"], answers=answers, limits=self.limits,
+                               has_bm25=retriever.has_bm25)
+            result = (await self._search_query(query))[0]
         except (ValueError, BadRequest) as e:
             message = e.message if isinstance(e, BadRequest) else "k: must be an integer"
             return HTMLResponse(render(form, modes, error=message, status=retriever.status()), status_code=422)
         return render(form, modes, result=result, status=retriever.status())
-
-    if mcp_app is not None:
-        app.mount("/mcp", mcp_app)
-    app.add_middleware(_Guard, max_body=limits.max_body_bytes, token=token, counts=counts)
-    return app
