@@ -36,30 +36,20 @@ def search(
     allow_corpus_mismatch: Annotated[bool, typer.Option("--allow-corpus-mismatch", help="Accept a --corpus other than the indexed one (has_answer is then scored against its texts).")] = False,
 ):
     """Retrieve the top-k passages per question from a FAISS index (optionally fused with BM25)."""
-    from dpr_xrisk.retrieval.index import load_indexes, set_search_params
     from dpr_xrisk.io.questions import check_unique_ids, read_questions
-    from dpr_xrisk.retrieval.search import corpus_for_json, dense_search, fuse, load_query_encoder
-
+    from dpr_xrisk.retrieval.encode import provenance
+    from dpr_xrisk.retrieval.search import (check_run_outputs, corpus_for_json, dense_search, fuse, load_query_encoder,
+                                            open_indexes, run_meta, write_run_outputs)
     from dpr_xrisk.runtime.device import resolve_device
-
-    from dpr_xrisk.retrieval.search import check_run_outputs
 
     check_run_outputs(out_run, out_json)  # before any work: a bad output path never costs a search
     dev = resolve_device(device)  # checked before anything loads
     check_inference(backend, quantize, dev, bf16)
     questions = check_unique_ids(read_questions(queries), queries)
-    if faiss_gpu:
-        from dpr_xrisk.retrieval.index import check_faiss_gpu, index_to_gpu
-
-        check_faiss_gpu()  # before anything loads
-    loaded = load_indexes(index)
-    for faiss_index, _, _ in loaded:
-        set_search_params(faiss_index, ef_search, nprobe)
-    if faiss_gpu:
-        loaded = [(index_to_gpu(i), ids_, m) for i, ids_, m in loaded]
+    loaded = open_indexes(index, ef_search, nprobe, faiss_gpu)
     faiss_index, ids, meta = loaded[0]
     if bm25_index is not None:  # before any search: a BM25 index of another corpus (fingerprints, counts)
-        from dpr_xrisk.retrieval.bm25 import check_same_corpus
+        from dpr_xrisk.retrieval.bm25 import bm25_search, check_same_corpus
 
         dense_ids = frozenset(i for _, ids_, _ in loaded for i in ids_)
         check_same_corpus(bm25_index, meta, dense_ids)
@@ -69,15 +59,10 @@ def search(
                        batch_size=default_batch_size(batch_size, dev, bf16), bf16=bf16, more=loaded[1:])
     tag = "dense"
     if bm25_index is not None:
-        from dpr_xrisk.retrieval.bm25 import bm25_search, check_same_corpus
-
         sparse = bm25_search(bm25_index, questions, k=depth)
         check_same_corpus(bm25_index, meta, dense_ids, sparse)  # and the ids BM25 returned
         run = fuse(run, sparse, method=fusion, alpha=alpha, k=k)
         tag = f"hybrid-{fusion}"
-    from dpr_xrisk.retrieval.encode import provenance
-    from dpr_xrisk.retrieval.search import run_meta, write_run_outputs
-
     made_from = run_meta(tag, questions, queries, model=meta["model"], fingerprint=encoder.fingerprint(),
                          quantize=quantize, backend=backend, k=k, index=[str(Path(i).resolve()) for i in index],
                          corpus_fingerprint=meta.get("corpus_fingerprint"),

@@ -72,6 +72,25 @@ def corpus_for_json(meta: dict, corpus=None, allow_mismatch: bool = False) -> Pa
     return Path(corpus)
 
 
+def open_indexes(paths: Sequence, ef_search: int | None = None, nprobe: int | None = None,
+                 faiss_gpu: bool = False) -> list:
+    """The (index, ids, meta) triples of the index folders ``paths`` (per-shard indexes searched
+    together), each with its search parameters set (HNSW efSearch, IVF nprobe) and, with
+    ``faiss_gpu``, moved to the GPU -- whose faiss is checked before anything loads."""
+    from dpr_xrisk.retrieval.index import load_indexes, set_search_params
+
+    if faiss_gpu:
+        from dpr_xrisk.retrieval.index import check_faiss_gpu, index_to_gpu
+
+        check_faiss_gpu()  # before anything loads
+    loaded = load_indexes(paths)
+    for faiss_index, _, _ in loaded:
+        set_search_params(faiss_index, ef_search, nprobe)
+    if faiss_gpu:
+        loaded = [(index_to_gpu(i), ids_, m) for i, ids_, m in loaded]
+    return loaded
+
+
 def dense_search(encoder, index, ids: Sequence[str], meta: dict, questions, k: int = 100,
                  batch_size: int = 128, bf16: bool = False, progress: bool = True, more=()) -> dict:
     """Encode questions and take the top ``k`` passages of each from the index (and from the
