@@ -304,8 +304,7 @@ def train_file(exp, params: dict, data: dict, system: str, seed: int) -> dict:
     cfg = {**harness.train_config(exp, system), "train": [data["train"]], "corpus": data["train_corpus"],
            "corpus_size": data["stats"]["corpus_passages"], "seed": seed, "threads": params["threads"],
            "save_every": params["save_every"]}
-    if params["bf16"]:
-        cfg["precision"] = "bf16"
+    cfg["precision"] = "bf16" if params["bf16"] else "fp32"  # pinned: the toolkit's default is "auto"
     return cfg
 
 

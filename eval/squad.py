@@ -247,8 +247,7 @@ def train_file(base: Path, params: dict, data: dict, train: dict, seed: int, ste
     cfg = dict(train)
     cfg.update(train=[data["train"]], corpus=data["train_corpus"], dev=data["dev"], dev_corpus=data["dev_corpus"],
                seed=seed, threads=params["threads"], save_every=params["save_every"], eval_every=params["eval_every"])
-    if params["bf16"]:
-        cfg["precision"] = "bf16"
+    cfg["precision"] = "bf16" if params["bf16"] else "fp32"  # pinned: the toolkit's default is "auto"
     if params["device"] != "cpu":
         cfg["device"] = params["device"]
     if steps:

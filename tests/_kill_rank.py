@@ -17,5 +17,5 @@ def on_step(step: int) -> None:
 
 
 cfg = TrainConfig(train=(train_file,), model=model, batch_size=8, max_steps=4, hard_negatives=1, seed=3, save_every=2,
-                  threads=1)
+                  threads=1, precision="fp32")
 train(cfg, out, progress=False, on_step=on_step)

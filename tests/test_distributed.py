@@ -96,7 +96,7 @@ def test_noise_only_parameters_have_no_gradient(no_dropout_model):
 def train_cmd(model, out, extra=()):
     return ["-m", "dpr_xrisk", "train", "--model", str(model), "--train", TRAIN, "--out", str(out),
             "--batch-size", "8", "--max-steps", "4", "--lr", "2e-5", "--hard-negatives", "1", "--seed", "3",
-            "--threads", "1", *extra]
+            "--threads", "1", "--precision", "fp32", *extra]
 
 
 @pytest.mark.slow
@@ -139,7 +139,7 @@ def test_resume_on_another_world_size(no_dropout_model, tmp_path):
     from dpr_xrisk.train.trainer import train
 
     cfg = TrainConfig(train=(TRAIN,), model=str(no_dropout_model), batch_size=8, max_steps=4, hard_negatives=1,
-                      seed=3, save_every=2)
+                      seed=3, save_every=2, precision="fp32")
     train(cfg, tmp_path / "full", progress=False)
 
     train_killed_at(cfg, tmp_path / "cut", 3)

@@ -154,7 +154,7 @@ def test_auto_refresh_quantize_is_int8_on_a_vnni_cpu_and_none_elsewhere(tiny_mod
 
     cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
                       max_steps=2, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="auto",
-                      refresh_guard=False)
+                      refresh_guard=False, precision="fp32")
     cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
     assert refresh_quantize_on(cfg, cpu, vnni=True) == "int8" and refresh_quantize_on(cfg, cpu, vnni=False) == "none"
     assert refresh_quantize_on(cfg, cuda, vnni=True) == "none" and refresh_quantize_on(cfg, cuda, vnni=False) == "none"
@@ -388,7 +388,7 @@ def test_a_resumed_run_keeps_the_refresh_path_auto_resolved_at_its_start(tiny_mo
 
     cfg = TrainConfig(train=(TRAIN,), model=str(tiny_model_dir), corpus=str(SAMPLE / "passages.tsv"), batch_size=8,
                       max_steps=6, negatives="model", refresh_every=2, refresh_k=20, refresh_quantize="auto",
-                      refresh_guard=False, save_every=1)
+                      refresh_guard=False, save_every=1, precision="fp32")
     monkeypatch.setattr(dev, "cpu_has_vnni", lambda: True)
     train(cfg, tmp_path / "full", progress=False)
     train_killed_at(cfg, tmp_path / "cut", 3)
