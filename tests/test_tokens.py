@@ -156,7 +156,7 @@ def test_only_the_encode_command_fixes_the_mmap_threshold(enc, tiny_model_dir, t
     assert len(calls) == 1
     calls.clear()
     cli("encode", "--model", tiny_model_dir, "--corpus", CORPUS, "--out", tmp_path / "cli", "--fp32")
-    assert calls == [(E.MMAP_FAST,)]  # a small shard: the fast heap (eval/RESULTS.md, bench_heap)
+    assert calls == [(E.MMAP_FAST,)]  # a small shard: the fast heap (git show 3ee76c0:eval/RESULTS.md, bench_heap)
 
 
 def test_the_encode_heap_is_flat_for_long_shards_and_the_environment_overrides_it(monkeypatch):

@@ -12,7 +12,7 @@ Model = Annotated[str, typer.Option("--model", "-m", help="'minilm' (packaged al
 Corpus = Annotated[Path, typer.Option("--corpus", "-c", help="Passages: DPR .tsv (id, text, title), pyserini/BEIR .jsonl, or a BEIR folder.")]
 Queries = Annotated[Path, typer.Option("--queries", "-q", help="Questions: DPR QA .tsv/.csv, .jsonl, DPR biencoder .json, or a BEIR folder.")]
 K = Annotated[int, typer.Option("--k", "-k", min=1, help="Passages retrieved per question.")]
-BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Texts per forward pass; default: measured per path (eval/bench_batch.py): on a CPU 16, 64 with --bf16; 128 on a GPU.")]
+BatchSize = Annotated[Optional[int], typer.Option("--batch-size", min=1, help="Texts per forward pass; default: measured per path (docs/results.md): on a CPU 16, 64 with --bf16; 128 on a GPU.")]
 
 
 def default_batch_size(batch_size, device, bf16: bool = False) -> int:
@@ -20,7 +20,7 @@ def default_batch_size(batch_size, device, bf16: bool = False) -> int:
     from dpr_xrisk.runtime.device import encode_batch_size
 
     return batch_size if batch_size is not None else encode_batch_size(device, bf16)
-Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast: faster only on CPUs/GPUs with native bfloat16 (AMX, AVX512-BF16); several times slower on other CPUs (eval/RESULTS.md).")]
+Bf16 = Annotated[bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast: faster only on CPUs/GPUs with native bfloat16 (AMX, AVX512-BF16); several times slower on other CPUs (docs/results.md).")]
 OutRun = Annotated[Optional[Path], typer.Option("--out-run", help="Write a TREC run here.", rich_help_panel="Output")]
 OutJson = Annotated[Optional[Path], typer.Option("--out-json", help="Write a DPR retrieval JSON here (pyserini's evaluate_dpr_retrieval input).", rich_help_panel="Output")]
 Device = Annotated[str, typer.Option("--device", help="auto (CUDA when present, else CPU) | cpu | cuda | cuda:N.")]

@@ -53,7 +53,7 @@ def resolve_device(spec: str | None = "auto", option: str = "--device") -> torch
 
 
 def encode_batch_size(device: torch.device, bf16: bool = False) -> int:
-    """Texts per forward pass when encoding, measured per path (eval/bench_batch.py, MiniLM,
+    """Texts per forward pass when encoding, measured per path (`git show 3ee76c0:eval/bench_batch.py`, MiniLM,
     2 threads, 1,500 passages): torch fp32 73.6 psg/s at 16 vs 60.0 at 128; ONNX int8 78.1 vs
     64.1; bf16 peaks at 64. GPUs take 128 (larger batches fill them)."""
     if device.type != "cpu":
@@ -110,7 +110,7 @@ def warn_int8_without_vnni() -> None:
     info = cpu_info()
     if info is not None and "avx2" in info[1] and not cpu_has_vnni():
         print("note: this CPU has no AVX-512 VNNI: int8 encoding measured no faster than fp32 on such a CPU "
-              "(AVX2-only: 17.4 against 16.6 passages/s, eval/RESULTS.md) and its activations are rounded to 7 bits; "
+              "(AVX2-only: 17.4 against 16.6 passages/s, `git show 3ee76c0:eval/RESULTS.md`) and its activations are rounded to 7 bits; "
               "fp32 (the default) gives the same speed without the rounding", file=sys.stderr)
 
 
@@ -158,7 +158,7 @@ def resolve_precision(precision: str | None, device: torch.device, bf16_alias: b
         raise InputError("--precision fp16 needs a CUDA device (CPUs have no fast float16 path); use bf16 or fp32")
     if p == "bf16" and device.type == "cpu" and warn and not cpu_has_native_bf16():
         print("warning: this CPU has no native bfloat16 (no AVX512-BF16/AMX): bf16 autocast measured ~10x slower "
-              "than fp32 on such CPUs (eval/RESULTS.md); use --precision fp32", file=sys.stderr)
+              "than fp32 on such CPUs (`git show 3ee76c0:eval/RESULTS.md`); use --precision fp32", file=sys.stderr)
     return p
 
 

@@ -127,13 +127,13 @@ class TrainConfig:
         "none | int8 | auto: encode the refresh corpus with an int8 copy of the current passage tower, made at each "
         "refresh (CPU only; faster where bfloat16 is slow); the first refresh also mines 256 questions in fp32 and "
         "logs how far the int8 pools differ (refresh_guard); auto = int8 when training runs on a CPU with AVX-512 "
-        "VNNI, none on a GPU, on a CPU without VNNI (there int8 measured no faster than fp32, eval/RESULTS.md) and "
+        "VNNI, none on a GPU, on a CPU without VNNI (there int8 measured no faster than fp32, git show 3ee76c0:eval/RESULTS.md) and "
         "for bf16 training on a CPU with AMX (there the bf16 refresh measured 1.8x faster than int8, "
-        "eval/RESULTS-refresh-amx.md); the run's config.json records which, and a resumed run keeps it")
+        "git show 3ee76c0:eval/RESULTS-refresh-amx.md); the run's config.json records which, and a resumed run keeps it")
     refresh_guard: bool = key(True, REFRESH,
         "with refresh_quantize = \"int8\": the first refresh's quality guard (the fp32 mining above; its pools are "
         "compared, never used); off saves its one-time cost, an fp32 encoding of the corpus (31-37 s on 1,543 "
-        "passages, a tenth of a 64-step run in eval/RESULTS-refresh-fast4.md)")
+        "passages, a tenth of a 64-step run in git show 3ee76c0:eval/RESULTS-refresh-fast4.md)")
     refresh_fraction: float | None = key(None, REFRESH,
         "re-encode only this share of the corpus per refresh, oldest first (the rest keeps embeddings from earlier "
         "refreshes; staleness is logged); None = all")

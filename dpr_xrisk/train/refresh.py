@@ -77,7 +77,7 @@ def refresh_quantize_on(cfg: TrainConfig, device, vnni: bool | None = None,
     except where a torch refresh (``refresh_backend``) follows bfloat16 training on a CPU with
     AMX (``amx``), and none elsewhere; an explicit int8 torch refresh on a GPU is refused (its
     int8 kernels are CPU-only).
-    Measured (eval/RESULTS.md, eval/RESULTS-refresh-amx.md): without VNNI int8 encoding is no
+    Measured (`git show 3ee76c0:eval/RESULTS.md` and `:eval/RESULTS-refresh-amx.md`): without VNNI int8 encoding is no
     faster than fp32 (AVX2-only CPU: 17.4 against 16.6 passages/s, top-20 overlap with fp32 0.93;
     with VNNI 2.1x faster, overlap 0.96), so the refresh would pay int8's rounding and the fp32
     guard for nothing; with AMX a bf16 refresh took 3.6-4.1 s against int8's 6.5-7.3 s (772

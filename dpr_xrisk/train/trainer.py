@@ -239,7 +239,7 @@ def _open_logs(s: Session, resumed: bool) -> None:
     if margin is not None and margin > 0.4 and ddp.main:
         print(f"warning: importance weights at tau {s.tau:g} and N = {s.corpus_size:,} ask the positive to beat the "
               f"weighted in-batch negatives by ~{margin:.2f} in cosine; such runs lost to the starting model in "
-              "eval/RESULTS-diagnosis.md (use --recipe recommended: tau 0.02, or zeta_normalize)", file=sys.stderr)
+              "git show 3ee76c0:eval/RESULTS-diagnosis.md (use --recipe recommended: tau 0.02, or zeta_normalize)", file=sys.stderr)
     if s.corpus_size is None and cfg.in_batch_q == "uniform" and cfg.zeta_scale > 0 and ddp.main:
         print("note: corpus size N unknown (no --corpus, no corpus_size): in-batch negatives get q = 1 "
               "(docs/method.md §3)", file=sys.stderr)
