@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from dpr_xrisk.retrieval.inference import check_inference, inference_encoder  # noqa: F401 (the commands import them from here)
+
 Model = Annotated[str, typer.Option("--model", "-m", help="'minilm' (packaged all-MiniLM-L6-v2), a dpr_xrisk model folder, or a local HF/sentence-transformers folder.")]
 Corpus = Annotated[Path, typer.Option("--corpus", "-c", help="Passages: DPR .tsv (id, text, title), pyserini/BEIR .jsonl, or a BEIR folder.")]
 Queries = Annotated[Path, typer.Option("--queries", "-q", help="Questions: DPR QA .tsv/.csv, .jsonl, DPR biencoder .json, or a BEIR folder.")]
@@ -34,52 +36,6 @@ def load_encoder(model: str, pooling=None, normalize=None, title=None):
     from dpr_xrisk.retrieval.encoder import DualEncoder
 
     return DualEncoder.load(model, pooling=pooling, normalize=normalize, title=title)
-
-
-def check_inference(backend: str, quantize: str, device, bf16: bool = False) -> None:
-    """Refuse, before anything loads: unknown names, the CPU-only modes on another device, --bf16
-    outside the torch backend or with --quantize, --backend onnx without ONNX Runtime."""
-    from dpr_xrisk.errors import InputError
-    from dpr_xrisk.runtime.onnx_backend import check_backend, require_onnxruntime
-    from dpr_xrisk.runtime.quantize import QUANTIZE
-
-    check_backend(backend)
-    if quantize not in QUANTIZE:
-        from dpr_xrisk.errors import unknown_name
-
-        raise unknown_name("quantize mode", quantize, QUANTIZE)
-    if backend == "onnx" and bf16:
-        raise InputError("--bf16 is for the torch backend; ONNX Runtime runs fp32 (or --quantize int8)")
-    if quantize != "none" and bf16:  # int8 Linears refuse bfloat16 inputs: one of the two, not both
-        raise InputError(f"--bf16 and --quantize {quantize} are two precisions; choose one")
-    if (backend == "onnx" or quantize != "none") and device.type != "cpu":
-        what = "--backend onnx" if backend == "onnx" else f"--quantize {quantize}"
-        raise InputError(f"{what} runs on the CPU; use --device cpu (GPUs: --bf16)")
-    if backend == "onnx":
-        require_onnxruntime()
-
-
-def inference_encoder(encoder, backend: str, quantize: str, device, bf16: bool = False, model=None):
-    """The encoder to run inference with: torch fp32/bf16, torch int8, or ONNX Runtime (fp32 or
-    int8), after :func:`check_inference`."""
-    from dpr_xrisk.errors import InputError
-    from dpr_xrisk.runtime.onnx_backend import default_cache_root, onnx_encoder
-    from dpr_xrisk.runtime.quantize import quantized
-
-    check_inference(backend, quantize, device, bf16)
-    if quantize == "int8":
-        from dpr_xrisk.runtime.device import warn_int8_without_vnni
-
-        warn_int8_without_vnni()
-    if backend == "onnx":
-        from dpr_xrisk.retrieval.encoder import resolve_model_path
-
-        try:
-            model_dir = resolve_model_path(model) if model is not None else None
-        except InputError:
-            model_dir = None
-        return onnx_encoder(encoder, quantize, default_cache_root(model_dir))[0]
-    return quantized(encoder, quantize)
 
 
 def write_outputs(run, questions, corpus, out_run, out_json, tag: str) -> None:

@@ -126,7 +126,7 @@ def tune_fusion(
     questions, prints the table and the alpha with the best --metric, to pass to
     `fuse`/`search --fusion interpolation --alpha`.
     """
-    from dpr_xrisk.evaluation.tuning import load_answer_passages, metric_cutoffs, read_labelled_runs
+    from dpr_xrisk.retrieval.tuning import load_answer_passages, metric_cutoffs, read_labelled_runs
     from dpr_xrisk.retrieval.search import ALPHA_GRID, tune_alpha
 
     _check_tune_options(qrels, answers, corpus, plot)

@@ -169,7 +169,7 @@ def run_meta(path: str | Path) -> dict | None:
     (what made it: questions, corpus, index, settings), or None when there is none."""
     from dpr_xrisk.io.common import load_json
 
-    from dpr_xrisk.retrieval.encode import file_fingerprint
+    from dpr_xrisk.io.fingerprint import file_fingerprint
 
     m = Path(f"{path}.meta.json")
     if not m.is_file():
@@ -194,7 +194,7 @@ def check_run_inputs(path, records=None, questions=None, answers=None, qrels=Non
     - the corpus fingerprint in the run's meta must match ``corpus``.
     """
     from dpr_xrisk.io.questions import questions_fingerprint, split_name
-    from dpr_xrisk.retrieval.encode import corpus_fingerprint, same_corpus
+    from dpr_xrisk.io.fingerprint import corpus_fingerprint, same_corpus
 
     meta = run_meta(path) or {}
     asked = meta.get("questions") if isinstance(meta.get("questions"), dict) else {}

@@ -38,7 +38,7 @@ def load_query_encoder(meta: dict, model=None, device=None, backend: str = "torc
     What ``search``, ``ask`` and ``serve`` all load."""
     import torch
 
-    from dpr_xrisk.cli._options import inference_encoder
+    from dpr_xrisk.retrieval.inference import inference_encoder
     from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.runtime.onnx_backend import vector_mode
 

@@ -241,7 +241,7 @@ def load_retriever(index: Sequence[str | Path], bm25_index=None, corpus=None, mo
     import faiss
     import torch
 
-    from dpr_xrisk.cli._options import check_inference
+    from dpr_xrisk.retrieval.inference import check_inference
     from dpr_xrisk.retrieval.index import load_indexes, set_search_params
     from dpr_xrisk.retrieval.search import corpus_for_json, load_passage_texts, load_query_encoder
     from dpr_xrisk.runtime.device import encode_batch_size, resolve_device

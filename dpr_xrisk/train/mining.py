@@ -147,6 +147,17 @@ def prune_cache(cache_root: Path, keep: set[int]) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def _positive_score(vecs, row: int | None, qvec: np.ndarray, normalize: bool) -> float | None:
+    """The question's score for its first positive, from the index's own vectors (the margin
+    rule's reference); None where the positive is not in the corpus."""
+    if row is None:
+        return None
+    pv = np.asarray(vecs[row], dtype=np.float32)  # (H,)
+    if normalize:
+        pv = pv / np.linalg.norm(pv)
+    return float(pv @ qvec)
+
+
 def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = "Flat", skip_ranks: int = 0,
                   margin: float | None = None, filter_answers: bool = True, batch_size: int = 128,
                   bf16: bool = False, work_dir: str | Path | None = None,
@@ -211,12 +222,7 @@ def refresh_pools(encoder, sets, store, corpus, *, k: int = 100, factory: str = 
                 first_pos = next((i for i, (d, _) in enumerate(hits) if d in q.positives), None)
                 for cut in recall:
                     recall[cut] += first_pos is not None and first_pos < cut
-                s_pos = None
-                if margin is not None and pos_rows[n] is not None:
-                    pv = np.asarray(vecs[pos_rows[n]], dtype=np.float32)
-                    if meta.get("normalize_queries"):
-                        pv = pv / np.linalg.norm(pv)
-                    s_pos = float(pv @ qv[n])
+                s_pos = _positive_score(vecs, pos_rows[n], qv[n], meta.get("normalize_queries")) if margin is not None else None
                 set_pools[row] = _filtered(hits, q, pos_tk, tkey, texts, stats["removed"],
                                            answers=answers if filter_answers else None,
                                            skip_ranks=skip_ranks, s_pos=s_pos, margin=margin)
