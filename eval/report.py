@@ -197,20 +197,29 @@ def nq_section() -> list[str]:
         lines += [f"### {f.stem.removeprefix('nq-')} distractors", "",
                   f"{st['train_questions']:,} training questions, {st['test_questions']:,} dev questions, "
                   f"{st['corpus_passages']:,} passages; {res['machine']['date'][:10]}, {res['machine'].get('cpu_model', '')}.", "",
-                  "| system | seeds | top-1 | top-5 | top-20 | top-100 | MRR@10 | hybrid RRF top-20 | hub rate |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  "Train s = the training command's wall seconds (mean over seeds; on a shared machine they include "
+                  "what other jobs took, so compare them only within one table); × ST = that over st-mnrl's.", "",
+                  "| system | seeds | top-1 | top-5 | top-20 | top-100 | MRR@10 | hybrid RRF top-20 | hub rate | train s | × ST |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        st_runs = list(res["runs"].get("st-mnrl", {}).values())
+        st_s = _mean(st_runs, lambda r: r.get("train_wall_s")) if st_runs else None
         for s, by in res["runs"].items():
             rs = list(by.values())
             seeds = "—" if list(by) == ["-1"] else ",".join(by)
+            train_s = _mean(rs, lambda r: r.get("train_wall_s"))
+            ratio = f"{train_s / st_s:.1f}" if train_s is not None and st_s else "—"
             lines.append(f"| {s} | {seeds} | " + " | ".join(_f(_mean(rs, lambda r: r["metrics"][k])) for k in DENSE)
                          + f" | {_f(_mean(rs, lambda r: r.get('hybrid-rrf', {}).get('top20')))} | "
-                         f"{_f(100 * _mean(rs, lambda r: r['hub_rate']), 2)} % |")
+                         f"{_f(100 * _mean(rs, lambda r: r['hub_rate']), 2)} % | "
+                         f"{'—' if train_s is None else f'{train_s:.0f}'} | {ratio} |")
         if res.get("paired"):
             lines += ["", "Paired differences in points (95 % bootstrap interval over questions; RR@10 by answer):", "",
                       "| other − base | seeds | Δ top-1 | Δ top-5 | Δ top-20 | Δ RR@10 |", "|---|---|---|---|---|---|"]
             lines += [f"| {c['other']} − {c['base']} | {','.join(map(str, c['seeds']))} | "
                       + " | ".join(_ci(c, n) for n in ("top1", "top5", "top20", "rr@10")) + " |" for c in res["paired"]]
         lines.append("")
+    if exp.raw.get("findings"):  # what the numbers mean, kept beside the systems in the experiment file
+        lines += ["### What the runs say", ""] + [f"- {f}" for f in exp.raw["findings"]] + [""]
     return lines
 
 
