@@ -62,9 +62,9 @@ def _trec_run(rows: dict, p: Path) -> dict:
         for i, (rank, docid, score, line) in enumerate(hits):
             if not math.isfinite(score):
                 raise InputError(f"score {score} of passage {docid!r} is not a finite number", p, line)
-            if docid in seen_doc:
-                raise InputError(f"passage {docid!r} is listed twice for question {qid!r} (also line {seen_doc[docid]})",
-                                 p, max(line, seen_doc[docid]))
+            if docid in seen_doc:  # located at the later of the two lines, naming the earlier one
+                first, second = sorted((line, seen_doc[docid]))
+                raise InputError(f"passage {docid!r} is listed twice for question {qid!r} (also line {first})", p, second)
             seen_doc[docid] = line
             if i and hits[i - 1][0] == rank:
                 raise InputError(f"rank {rank} appears twice for question {qid!r} (also line {hits[i - 1][3]})", p, line)
@@ -85,7 +85,8 @@ def _json_line(p: Path, qid: str, index: int) -> int | None:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return None
-    m = re.search(re.escape(json.dumps(qid, ensure_ascii=False)) + r"\s*:\s*\{", text)
+    # a key opens a member (after { or ,): question b's key is also the tail of question x"b's ("x\"b")
+    m = re.search(r"[{,]\s*" + re.escape(json.dumps(qid, ensure_ascii=False)) + r"\s*:\s*\{", text)
     if m is None:
         return None
     docs = list(itertools.islice(re.finditer(r'"docid"\s*:', text[m.end():]), index + 1))
@@ -127,14 +128,15 @@ def _json_run(records: dict, p: Path) -> dict:
 
 
 def answer_hits(run, records, questions=None, passages=None, regex: bool = False, depth: int | None = None,
-                cache: dict | None = None) -> dict[str, list[bool]]:
+                cache: dict | None = None, path=None) -> dict[str, list[bool]]:
     """Per-question has_answer flags in rank order.
 
     From DPR records: the stored ``has_answer`` when present, else the answer match on the
     context text after its title line (exactly pyserini's rule). From a TREC run: answers from
     ``questions`` and passage texts from ``passages`` (docid -> (title, text)), the first
     ``depth`` ranks only if given; ``cache`` ((answers, docid) -> flag, one corpus), shared
-    between calls, matches each pair once.
+    between calls, matches each pair once. ``path``: the TREC file of ``run``, named (with the
+    line) by the error for a passage the corpus lacks.
     """
     hits = {}
     if records is not None:
@@ -157,11 +159,23 @@ def answer_hits(run, records, questions=None, passages=None, regex: bool = False
             key = (tuple(q.answers), regex, docid)  # the flag depends on the answers, not on the id
             if key not in cache:
                 if docid not in passages:
-                    raise InputError(f"run names passage {docid!r}, which is not in the corpus")
+                    raise InputError(f"run names passage {docid!r}, which is not in the corpus", path,
+                                     _trec_line(path, q.qid, docid) if path is not None else None)
                 cache[key] = has_answer(passages[docid][1], q.answers, regex)
             flags.append(cache[key])
         hits[q.qid] = flags
     return hits
+
+
+def _trec_line(p, qid: str, docid: str) -> int | None:
+    """The line of a TREC run that lists ``docid`` for ``qid`` (for an error message), or None."""
+    from dpr_xrisk.io.common import numbered_lines
+
+    for n, line in numbered_lines(p):
+        fields = line.split()
+        if len(fields) == 6 and fields[0] == qid and fields[2] == docid:
+            return n
+    return None
 
 
 def run_meta(path: str | Path) -> dict | None:
@@ -285,7 +299,7 @@ def evaluate_run(path, questions=None, passages=None, qrels=None, ks: Sequence[i
             if missing:
                 result["missing_in_run"] = len(missing)
         try:
-            hits = answer_hits(run, records, questions, passages, regex)
+            hits = answer_hits(run, records, questions, passages, regex, path=None if records is not None else path)
         except InputError as e:
             if e.path is not None:
                 raise
