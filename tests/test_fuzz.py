@@ -3,7 +3,16 @@
 For every reader: generated valid files round-trip exactly (write -> read -> equal), and generated
 corruptions (random bytes, truncation, bad UTF-8, stray separators, byte-order marks, CRLF,
 duplicated lines, huge fields) end in an :class:`InputError` or an exact parse -- never another
-exception, never a record count that differs from what was read. Bounded here (the ``default``
+exception, never a record count that differs from what was read.
+
+The strict checks of issue "zero silent wrong numbers" (item 8): valid TREC and DPR JSON runs
+read back exactly (TREC lines in any order); one duplicated passage, one pair of scores against
+the ranks, or one passage outside the corpus is an InputError on one line naming the file and
+the line; Parquet questions and passages read back exactly, and float ids or answers stored as
+one string are an InputError naming the file and the column. An encode folder's settings (and a
+resume with changed ones) are left to tests/test_reliability.py: encoding is too slow to fuzz.
+
+Bounded here (the ``default``
 profile of conftest.py); ``pytest tests/test_fuzz.py --hypothesis-profile=long`` goes deeper
 (``python -m eval run fuzz`` reports it).
 """
