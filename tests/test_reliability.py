@@ -144,7 +144,7 @@ def test_a_run_naming_passages_outside_the_corpus_names_the_run(tmp_path):
     run = write(tmp_path / "r.trec", "0 Q0 nowhere 1 1.0 t\n")
     out = one_line_error("evaluate", "--run", run, "--answers", SAMPLE / "test.qa.tsv", "--corpus",
                          SAMPLE / "passages.tsv", "--no-strict")
-    assert "r.trec: run names passage 'nowhere'" in out
+    assert "r.trec:1: run names passage 'nowhere'" in out
 
 
 def fake_bm25(tmp_path, **meta):
