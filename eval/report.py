@@ -252,12 +252,21 @@ def train_section() -> list[str]:
     lines = ["## Training throughput", "",
              "Protocol `train-step-1` ([eval/experiments/train-speed.toml](../eval/experiments/train-speed.toml)):", "",
              "```", "python -m eval run train-speed", "```", ""]
-    rec = _latest(_load("train_speed.json"))
+    recs = _load("train_speed.json") or []
+    rec = next((r for r in reversed(recs) if r.get("train")), None)
     if rec:
         lines += [f"{rec['machine']['date'][:10]}, {rec['machine'].get('cpu_model', '?')}, one optimiser step on a "
                   "synthetic batch (questions 32 / passages 128 word pieces):", "", *_train_rows(rec["train"]), ""]
     else:
-        lines += ["Not yet run under this protocol.", ""]
+        lines += ["Ours against sentence-transformers: not yet run under this protocol.", ""]
+    auto = next((r for r in reversed(recs) if r.get("recipe_step")), None)
+    if auto:
+        a = auto["recipe_step"]
+        lines += [f"Precision `auto` against fp32 on a recipe-shaped step ({auto['machine']['date'][:10]}, "
+                  f"{auto['machine'].get('cpu_model', '?')}; batch {a['batch']}, passages {a['passage_length']} word pieces, "
+                  f"{a['hard_negatives']} hard negative; auto resolved to {a['resolved']['auto']}; steps interleaved in one "
+                  f"process on a shared machine): median step {a['median_step_s']['auto']:.1f} s against "
+                  f"{a['median_step_s']['fp32']:.1f} s, **{a['speedup']:.2f}x** (CPU time {a['cpu_speedup']:.2f}x).", ""]
     old = _load("bench_train_throughput.json")
     first = next((r for r in old or [] if "summary" in r), None)
     if first:
