@@ -251,7 +251,10 @@ def test_broken_http_is_refused_and_the_server_goes_on(server_limited):
     host, port = server_limited.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as s:  # garbage, then a hang-up
         s.sendall(b"\x00\x01 NOT HTTP\r\n\r\n")
-        s.recv(1024)
+        try:
+            s.recv(1024)  # a 400 and a close, or a reset: both refuse it
+        except ConnectionResetError:
+            pass
     assert ok(server_limited, {"questions": "Where does the Danube start?", "k": 2})["results"][0]["hits"]
 
 
