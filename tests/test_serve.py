@@ -246,8 +246,11 @@ def server_limited(retriever):
 
 
 def test_broken_http_is_refused_and_the_server_goes_on(server_limited):
-    got, _, _ = call(server_limited, "POST", "/search", raw=b"{}", headers={"Content-Length": "x"})
-    assert got == 400  # uvicorn's HTTP parser refuses it (plain text: the app never sees the request)
+    try:
+        got = call(server_limited, "POST", "/search", raw=b"{}", headers={"Content-Length": "x"})[0]
+    except (ConnectionResetError, http.client.RemoteDisconnected):
+        got = "reset"  # the parser may hang up before its 400 is read
+    assert got in (400, "reset")  # uvicorn's HTTP parser refuses it (plain text: the app never sees the request)
     host, port = server_limited.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as s:  # garbage, then a hang-up
         s.sendall(b"\x00\x01 NOT HTTP\r\n\r\n")
