@@ -2,8 +2,8 @@
 and a soak with malformed requests. Bounded: every cell stops after a fixed number of requests or
 seconds, whichever comes first, and every server it starts is stopped.
 
-    python eval/serve_load.py --tiny            # demo sample + MiniLM, about three minutes on 2 busy cores
-    python eval/serve_load.py                   # MiniLM index of ../shared/data/wikipedia-100k (builds it
+    python eval/bench_serve.py --tiny            # demo sample + MiniLM, about three minutes on 2 busy cores
+    python eval/bench_serve.py                   # MiniLM index of ../shared/data/wikipedia-100k (builds it
                                                 # once into eval/work/serve-load/, ~30 min of CPU)
 
 What it measures, in order:
@@ -21,7 +21,7 @@ What it measures, in order:
    requests (must be 0), bad requests not answered 4xx (must be 0), and the server's RSS growth;
 4. with ``--tiny`` and chromium installed, a screenshot of the search page.
 
-Writes ``<out>/serve_load.json`` and prints a Markdown table. The client is Python threads
+Writes ``<out>/bench_serve.json`` and prints a Markdown table. The client is Python threads
 (http.client): at the tiny model's rates the client's own CPU use is part of what is measured, and
 it shares the 2 cores with the server -- read the numbers as a smoke result, not a capacity.
 """
@@ -222,13 +222,13 @@ def main(argv=None) -> int:
     p.add_argument("--corpus", type=Path, help="Default: data/sample/passages.tsv (--tiny), else ../shared/data/wikipedia-100k/psgs.tsv.")
     p.add_argument("--queries", type=Path, help="Default: data/sample/test+dev questions (--tiny), else nq-open-train/train.json.")
     p.add_argument("--work", type=Path, help="Where the indexes are built (reused); default eval/work/serve-load[-tiny].")
-    p.add_argument("--out", type=Path, help="Where serve_load.json goes; default: --work.")
+    p.add_argument("--out", type=Path, help="Where bench_serve.json goes; default: --work.")
     p.add_argument("--threads", type=int, default=1, help="Server threads (torch, FAISS, Lucene); the ceilings use the same.")
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 64])
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--requests", type=int, help="Requests per cell (default 200 with --tiny, 2000).")
     p.add_argument("--seconds", type=float, help="Longest a cell runs (default 4 with --tiny, 60).")
-    p.add_argument("--soak-requests", type=int, help="Requests of the soak (default 600 with --tiny, 20000).")
+    p.add_argument("--soak-requests", type=int, help="Requests of the soak (default 600 with --tiny, 10000).")
     args = p.parse_args(argv)
 
     from dpr_xrisk.io.questions import read_questions
@@ -240,7 +240,7 @@ def main(argv=None) -> int:
     out = args.out or work
     requests = args.requests or (200 if tiny else 2000)
     seconds = args.seconds or (4.0 if tiny else 60.0)
-    soak_n = args.soak_requests or (600 if tiny else 20000)
+    soak_n = args.soak_requests or (600 if tiny else 10000)
     if args.queries:
         questions = [q.text for q in read_questions(args.queries)]
     elif tiny:
@@ -281,9 +281,9 @@ def main(argv=None) -> int:
                     report["screenshot"] = str(shot) if shot else None
         finally:
             server.stop()
-    (out / "serve_load.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "bench_serve.json").write_text(json.dumps(report, indent=2) + "\n")
     print(table(report))
-    print(f"wrote {out / 'serve_load.json'}", file=sys.stderr)
+    print(f"wrote {out / 'bench_serve.json'}", file=sys.stderr)
     soak = report["soak"]
     return 0 if soak["failed_good"] == 0 and soak["bad_not_4xx"] == 0 else 1
 
