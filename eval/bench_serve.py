@@ -63,8 +63,10 @@ def build(corpus: Path, work: Path, threads: int) -> tuple[Path, Path]:
 class Server:
     """``dpr-xrisk serve`` in a subprocess on a free loopback port; ``stop()`` ends it."""
 
-    def __init__(self, idx: Path, bm25: Path, threads: int, max_batch: int, max_wait_ms: float, timeout: float = 300):
+    def __init__(self, idx: Path, bm25: Path, threads: int, max_batch: int, max_wait_ms: float, bf16: bool,
+                 timeout: float = 300):
         self.proc = subprocess.Popen([*CLI, "serve", "--index", str(idx), "--bm25-index", str(bm25), "--port", "0",
+                                      "--bf16" if bf16 else "--fp32",
                                       "--threads", str(threads), "--max-batch", str(max_batch),
                                       "--max-wait-ms", str(max_wait_ms), "--max-body-bytes", str(64 << 10)],
                                      stderr=subprocess.PIPE, text=True, env={**os.environ, "DPR_XRISK_TOKEN": ""})
@@ -169,15 +171,33 @@ def good_request(questions, mode):
     return make
 
 
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile as the cells compute it (the value at rank int(p/100 * n))."""
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p / 100 * len(v)))]
+
+
+def cpu_kind() -> str:
+    """The CPU's model name and the flags that change this benchmark's speeds by large factors."""
+    from dpr_xrisk.runtime.device import cpu_info
+
+    model, flags = cpu_info() or ("unknown CPU", frozenset())
+    return " ".join([model, *(f for f in ("avx512_bf16", "avx512_vnni", "amx_bf16") if f in flags)]) + \
+        ("" if "avx512f" in flags else " (AVX2 only)" if "avx2" in flags else "")
+
+
 # ---- ceilings ---------------------------------------------------------------------------------
-def ceilings(idx: Path, bm25: Path, questions: list[str], threads: int, repeat: int = 3) -> dict:
+def ceilings(idx: Path, bm25: Path, questions: list[str], threads: int, bf16: bool, repeat: int = 3) -> dict:
     """Offline throughput on the same questions (repeated to at least 200, best of ``repeat``):
-    dense batched search, Lucene ``batch_search``, and Lucene ``search`` one question at a time."""
+    dense batched search, Lucene ``batch_search``, and Lucene ``search`` one question at a time;
+    and the in-process single-question dense time (``dense_search`` on one question, top 10, as
+    ``search`` runs it: p50 and p99 over the first 200 questions), what latency at one client is
+    held against."""
     from dpr_xrisk.io.questions import Question
     from dpr_xrisk.retrieval.search import dense_search
     from dpr_xrisk.serve.engine import load_retriever
 
-    r = load_retriever([idx], bm25_index=bm25, threads=threads)
+    r = load_retriever([idx], bm25_index=bm25, threads=threads, bf16=bf16)
     texts = (questions * (200 // len(questions) + 1))[: max(200, len(questions))]
     qs = [Question(str(i), q) for i, q in enumerate(texts)]
     index, ids, meta = r.loaded[0]
@@ -191,12 +211,19 @@ def ceilings(idx: Path, bm25: Path, questions: list[str], threads: int, repeat: 
             times.append(time.perf_counter() - t0)
         return min(times)
 
-    dense_s = best(lambda t, q: dense_search(r.encoder, index, ids, meta, q, k=10, batch_size=r.batch_size, progress=False))
+    dense_s = best(lambda t, q: dense_search(r.encoder, index, ids, meta, q, k=10, batch_size=r.batch_size, bf16=bf16,
+                                             progress=False))
+    single = []
+    for q in qs[:200]:
+        t0 = time.perf_counter()
+        dense_search(r.encoder, index, ids, meta, [q], k=10, batch_size=r.batch_size, bf16=bf16, progress=False)
+        single.append((time.perf_counter() - t0) * 1000)
     batch_s = best(lambda t, q: r.searcher.batch_search(t, [x.qid for x in q], k=10, threads=threads))
     loop_s = best(lambda t, q: [r.searcher.search(x, k=10) for x in t])
     n = len(texts)
     return {"questions": n, "dense_qps": round(n / dense_s, 1), "bm25_qps": round(n / batch_s, 1),
-            "bm25_search_loop_qps": round(n / loop_s, 1), "hybrid_qps": round(n / (dense_s + min(batch_s, loop_s)), 1)}
+            "bm25_search_loop_qps": round(n / loop_s, 1), "hybrid_qps": round(n / (dense_s + min(batch_s, loop_s)), 1),
+            "dense_single_p50_ms": round(percentile(single, 50), 2), "dense_single_p99_ms": round(percentile(single, 99), 2)}
 
 
 def screenshot(port: int, out: Path) -> Path | None:
@@ -228,6 +255,8 @@ def main(argv=None) -> int:
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     p.add_argument("--requests", type=int, help="Requests per cell (default 200 with --tiny, 2000).")
     p.add_argument("--seconds", type=float, help="Longest a cell runs (default 4 with --tiny, 60).")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="The query tower's precision, server and ceilings alike (pinned: the server's default is auto).")
     p.add_argument("--soak-requests", type=int, help="Requests of the soak (default 600 with --tiny, 10000).")
     args = p.parse_args(argv)
 
@@ -251,13 +280,14 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     idx, bm25 = build(corpus, work, args.threads)
     report = {"tiny": tiny, "corpus": str(corpus), "questions": len(questions), "threads": args.threads,
+              "precision": args.precision, "cpu": cpu_kind(),
               "requests_per_cell": requests, "seconds_per_cell": seconds, "cpus": os.cpu_count(),
               "load_average": os.getloadavg(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print("ceilings (in-process) ...", file=sys.stderr)
-    report["ceilings"] = ceilings(idx, bm25, questions, args.threads)
+    report["ceilings"] = ceilings(idx, bm25, questions, args.threads, args.precision == "bf16")
     report["cells"] = []
     for label, max_batch, wait in (("batching", 64, 2.0), ("no batching", 1, 0.0)):
-        server = Server(idx, bm25, args.threads, max_batch, wait)
+        server = Server(idx, bm25, args.threads, max_batch, wait, args.precision == "bf16")
         try:
             for mode in args.modes:
                 for c in args.concurrency:
@@ -292,7 +322,8 @@ def table(report: dict) -> str:
     c = report["ceilings"]
     lines = [f"in-process ceilings ({c['questions']} questions, {report['threads']} thread(s)): dense {c['dense_qps']} q/s, "
              f"BM25 batch_search {c['bm25_qps']} q/s (search per question {c['bm25_search_loop_qps']} q/s), "
-             f"hybrid {c['hybrid_qps']} q/s", "",
+             f"hybrid {c['hybrid_qps']} q/s; one question in-process: dense p50 {c['dense_single_p50_ms']} ms, "
+             f"p99 {c['dense_single_p99_ms']} ms ({report['precision']}, {report['cpu']})", "",
              "| server | mode | clients | requests | QPS | p50 ms | p95 ms | p99 ms | failed |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["cells"]:

@@ -366,7 +366,7 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
         rec["encode_s"] = cli(["encode", "--model", model, "--corpus", data["corpus"], "--out", emb, "--threads",
                                params["threads"], "--batch-size", 64, "--bf16" if params["bf16"] else "--fp32"], log)
         cli(["index", "--embeddings", emb, "--out", idx, "--threads", params["threads"], "--overwrite"], log)
-        cli(["search", "--index", idx, "--queries", data["test"], "--k", 100, "--out-json", run], log)
+        cli(["search", "--index", idx, "--queries", data["test"], "--k", 100, "--out-json", run, "--fp32"], log)  # pinned
     rec["metrics"] = scores(d, run, d / "eval.json", data["stats"]["test_questions"], log)
     harness.finish_run(d, rec)  # first: a kill below leaves a finished run
     for p in list(d.glob("*.safetensors")) + [d / "emb", d / "index", d / "checkpoints", d / "best", d / "model"]:

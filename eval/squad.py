@@ -196,7 +196,7 @@ def evaluate(base: Path, params: dict, data: dict, d: Path, model, rec: dict) ->
              "--batch-size", 64 if dev == "cpu" else 512, "--bf16" if params["bf16"] else "--fp32", "--device", dev], log)
         cli(["index", "--embeddings", emb, "--out", idx, "--threads", params["threads"], "--overwrite"], log)
         cli(["search", "--index", idx, "--queries", data["qa"], "--k", 100, "--out-json", run,
-             "--out-run", d / "run.trec", "--device", dev], log)
+             "--out-run", d / "run.trec", "--device", dev, "--fp32"], log)  # queries pinned fp32, as measured
     rec["metrics"] = {"dense": score(data, run, d / "eval-dense.json", log)}
     if not params["carried_bm25"]:
         hybrids(data, d, run, rec)

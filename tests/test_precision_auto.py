@@ -61,7 +61,8 @@ def test_explicit_precision_wins_and_is_silent(cpu_is, capsys):
         D.resolve_precision("fp8", CPU)
 
 
-def test_inference_bf16_switch(cpu_is, capsys):
+def test_inference_bf16_switch(cpu_is, capsys, monkeypatch):
+    monkeypatch.delenv(D.PRECISION_ENV, raising=False)
     cpu_is(AMX)
     assert D.resolve_bf16(None, CPU) is True
     assert D.resolve_bf16(False, CPU) is False  # --fp32
@@ -137,3 +138,72 @@ def test_auto_on_this_gpu():
     dev = torch.device("cuda:0")
     major, _ = torch.cuda.get_device_capability(dev)
     assert D.resolve_precision("auto", dev, warn=False) == ("bf16" if major >= 8 else "fp32")
+
+
+def test_the_environment_sets_the_unset_inference_precision(cpu_is, monkeypatch, capsys):
+    cpu_is(AMX)
+    for value, want in (("fp32", False), ("bf16", True), ("auto", True), (" BF16 ", True), ("", True)):
+        monkeypatch.setenv(D.PRECISION_ENV, value)
+        assert D.resolve_bf16(None, CPU, warn=False) is want, value
+        assert D.resolve_bf16(False, CPU) is False  # --fp32 still wins
+    cpu_is(AVX2)
+    monkeypatch.setenv(D.PRECISION_ENV, "auto")
+    assert D.resolve_bf16(None, CPU, warn=False) is False
+    monkeypatch.setenv(D.PRECISION_ENV, "fp16")  # not an inference precision
+    with pytest.raises(D.InputError, match="DPR_XRISK_PRECISION='fp16': valid: auto, fp32, bf16"):
+        D.resolve_bf16(None, CPU)
+    r = CliRunner().invoke(app, ["encode", "--corpus", str(SAMPLE / "passages.tsv"), "--out", "x"])
+    assert r.exit_code == 2 and "DPR_XRISK_PRECISION='fp16'" in r.output and "Traceback" not in r.output
+
+
+@pytest.fixture
+def small_model(tiny_model_dir, tmp_path):
+    from dpr_xrisk.retrieval.encoder import DualEncoder
+
+    DualEncoder.load(tiny_model_dir, passage_max_length=32).save(tmp_path / "model")
+    return tmp_path / "model"
+
+
+@pytest.mark.parametrize("cpu, flag, want, said", [(AMX, [], True, "precision auto → bf16 (AMX)"),
+                                                    (AVX2, [], False, "precision auto → fp32"),
+                                                    (AMX, ["--fp32"], False, None)])
+def test_encode_and_search_resolve_auto_print_and_record_it(cpu_is, monkeypatch, small_model, tmp_path,
+                                                             cpu, flag, want, said):
+    """Unset --bf16/--fp32 is auto on the device: printed once per command and recorded in the
+    embeddings' settings and the run's meta; an explicit flag wins and nothing is printed."""
+    monkeypatch.delenv(D.PRECISION_ENV, raising=False)
+    cpu_is(cpu)
+    runner = CliRunner()
+    r = runner.invoke(app, ["encode", "--model", str(small_model), "--corpus", str(SAMPLE / "passages.tsv"),
+                            "--out", str(tmp_path / "emb"), "--device", "cpu", *flag])
+    assert r.exit_code == 0, r.output
+    assert (r.output.count("precision auto") == 1 and said in r.output) if said else "precision auto" not in r.output
+    assert json.loads((tmp_path / "emb" / "meta-00000-of-00001.json").read_text())["bf16"] is want
+    assert runner.invoke(app, ["index", "--embeddings", str(tmp_path / "emb"), "--out", str(tmp_path / "idx")]).exit_code == 0
+    r = runner.invoke(app, ["search", "--index", str(tmp_path / "idx"), "--queries", str(SAMPLE / "test.qa.tsv"),
+                            "--k", "5", "--out-run", str(tmp_path / "run.trec"), "--device", "cpu", *flag])
+    assert r.exit_code == 0, r.output
+    assert (said in r.output) if said else "precision auto" not in r.output
+    assert json.loads((tmp_path / "run.trec.meta.json").read_text())["bf16"] is want
+
+
+def test_serve_and_ask_resolve_auto(cpu_is, monkeypatch, small_model, tmp_path, capsys):
+    from dpr_xrisk.serve.engine import load_retriever
+
+    monkeypatch.delenv(D.PRECISION_ENV, raising=False)
+    cpu_is(AVX2)
+    runner = CliRunner()
+    assert runner.invoke(app, ["encode", "--model", str(small_model), "--corpus", str(SAMPLE / "passages.tsv"),
+                               "--out", str(tmp_path / "emb")]).exit_code == 0
+    assert runner.invoke(app, ["index", "--embeddings", str(tmp_path / "emb"), "--out", str(tmp_path / "idx")]).exit_code == 0
+    capsys.readouterr()
+    for cpu, want in ((AMX, True), (AVX2, False)):
+        cpu_is(cpu)
+        r = load_retriever([tmp_path / "idx"], device="cpu", threads=1)
+        assert r.bf16 is want and r.status()["settings"]["bf16"] is want  # /status shows what runs
+        assert f"precision auto → {'bf16' if want else 'fp32'}" in capsys.readouterr().err
+    assert load_retriever([tmp_path / "idx"], device="cpu", bf16=False, threads=1).bf16 is False  # --fp32
+    cpu_is(AMX)
+    r = runner.invoke(app, ["ask", "--index", str(tmp_path / "idx"), "where does the danube start", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "precision auto → bf16 (AMX)" in r.output

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Bf16
+from dpr_xrisk.cli._options import Bf16, precision_of
 
 SNIPPET = 200  # characters of each passage shown in the table
 
@@ -21,7 +21,7 @@ def ask(
     corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts; default: the corpus recorded in the index (it must be the indexed one).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per question on standard output, for scripts.")] = False,
     truncate: Annotated[bool, typer.Option(help="Cut a question longer than the encoder's query length instead of refusing it.")] = False,
-    bf16: Bf16 = False,
+    bf16: Bf16 = None,
 ):
     """Ask the retriever a question from the terminal: the top passages as a table.
 
@@ -37,7 +37,10 @@ def ask(
         check_answers(answers, None, None)  # "" would mark every passage as answer-bearing
     faiss_index, ids, meta = load_index(index)
     texts_from = corpus_for_json(meta, corpus)
-    # fp32 torch queries whatever the index was encoded with: a preview, not a run to score
+    # torch queries on the CPU whatever the index was encoded with: a preview, not a run to score
+    import torch
+
+    bf16 = precision_of(bf16, torch.device("cpu"))  # unset: auto, printed
     encoder = load_query_encoder(meta, bf16=bf16, allow_backend_mismatch=True)
     lookup = PassageLookup(texts_from)
     if bm25_index is not None:

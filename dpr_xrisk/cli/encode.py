@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, default_batch_size, inference_encoder, load_encoder
+from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, default_batch_size, precision_of, inference_encoder, load_encoder
 
 
 def encode(
@@ -14,7 +14,7 @@ def encode(
     model: Model = "minilm",
     batch_size: BatchSize = None,
     dtype: Annotated[str, typer.Option(help="Stored vector type: float32 | float16 (half the disk).")] = "float32",
-    bf16: Bf16 = False,
+    bf16: Bf16 = None,
     device: Device = "auto",
     quantize: Quantize = "none",
     backend: Backend = "torch",
@@ -49,6 +49,7 @@ def encode(
 
     dev = resolve_device(device)  # checked before the model loads
     check_inference(backend, quantize, dev, bf16)
+    bf16 = precision_of(bf16, dev, backend, quantize)  # unset: auto, printed
     encoder = inference_encoder(load_encoder(model, pooling, normalize).to(dev), backend, quantize, dev, bf16, model)
     meta = encode_corpus(encoder, corpus, out, batch_size=default_batch_size(batch_size, dev, bf16), dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size
+from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size, precision_of
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -21,7 +21,7 @@ def search(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Encoder; default: the one recorded in the index (it must match).")] = None,
     corpus: Annotated[Optional[Path], typer.Option("--corpus", "-c", help="Passage texts for --out-json; default: the corpus recorded in the index.")] = None,
     batch_size: BatchSize = None,
-    bf16: Bf16 = False,
+    bf16: Bf16 = None,
     device: Device = "auto",
     quantize: Quantize = "none",
     backend: Backend = "torch",
@@ -45,6 +45,7 @@ def search(
     check_run_outputs(out_run, out_json)  # before any work: a bad output path never costs a search
     dev = resolve_device(device)  # checked before anything loads
     check_inference(backend, quantize, dev, bf16)
+    bf16 = precision_of(bf16, dev, backend, quantize)  # unset: auto, printed
     questions = check_unique_ids(read_questions(queries), queries)
     loaded = open_indexes(index, ef_search, nprobe, faiss_gpu)
     faiss_index, ids, meta = loaded[0]
@@ -64,7 +65,7 @@ def search(
         run = fuse(run, sparse, method=fusion, alpha=alpha, k=k)
         tag = f"hybrid-{fusion}"
     made_from = run_meta(tag, questions, queries, model=meta["model"], fingerprint=encoder.fingerprint(),
-                         quantize=quantize, backend=backend, k=k, index=[str(Path(i).resolve()) for i in index],
+                         quantize=quantize, backend=backend, bf16=bf16, k=k, index=[str(Path(i).resolve()) for i in index],
                          corpus_fingerprint=meta.get("corpus_fingerprint"),
                          inputs=provenance(queries=queries, bm25_index=bm25_index))
     for path in write_run_outputs(run, questions, texts_from, out_run, out_json, tag, made_from):

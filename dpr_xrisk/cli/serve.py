@@ -29,7 +29,7 @@ def serve(
     max_wait_ms: Annotated[float, typer.Option(min=0, help="Under load, wait this long for more questions to fill a batch; an idle server never waits.", rich_help_panel=Batching)] = 2.0,
     threads: Annotated[Optional[int], typer.Option(min=1, help="torch, FAISS and Lucene threads (default: theirs).", rich_help_panel=Batching)] = None,
     device: Device = "auto",
-    bf16: Bf16 = False,
+    bf16: Bf16 = None,
     quantize: Quantize = "none",
     backend: Backend = "torch",
     max_k: Annotated[int, typer.Option(min=1, help="Largest k a request may ask for.", rich_help_panel=Limits_)] = 100,

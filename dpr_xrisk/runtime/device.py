@@ -162,16 +162,24 @@ def resolve_precision(precision: str | None, device: torch.device, bf16_alias: b
     return p
 
 
+PRECISION_ENV = "DPR_XRISK_PRECISION"  # the inference commands' precision when --bf16/--fp32 is not given
+
+
 def resolve_bf16(bf16: bool | None, device: torch.device, backend: str = "torch", quantize: str = "none",
                  warn: bool = True) -> bool:
-    """The inference commands' ``--bf16/--fp32``: as given, or, unset, precision ``auto`` on
-    ``device`` (:func:`resolve_precision`). Only the torch fp32 path can switch: ONNX Runtime and
-    int8 run their own precision, so there unset stays fp32, silently."""
+    """The inference commands' ``--bf16/--fp32`` (encode, search, ask, serve): as given, or, unset,
+    the environment's ``DPR_XRISK_PRECISION`` (auto | fp32 | bf16), else ``auto``: bf16 where
+    :func:`native_bf16` names a reason, fp32 elsewhere, the choice printed once on stderr. Only
+    the torch path can switch: ONNX Runtime and int8 run their own precision, so there unset
+    stays fp32, silently."""
     if bf16 is not None:
         return bf16
     if backend != "torch" or quantize != "none":
         return False
-    return resolve_precision(AUTO, device, warn=warn) == "bf16"
+    asked = os.environ.get(PRECISION_ENV, "").strip().lower() or AUTO
+    if asked not in (AUTO, "fp32", "bf16"):
+        raise InputError(f"{PRECISION_ENV}={asked!r}: valid: auto, fp32, bf16")
+    return resolve_precision(asked, device, warn=warn) == "bf16"
 
 
 def autocast(device: torch.device, precision: str):

@@ -231,24 +231,26 @@ def _as_request_error(e: Exception) -> Exception:
 
 
 def load_retriever(index: Sequence[str | Path], bm25_index=None, corpus=None, model: str | None = None,
-                   device: str = "auto", backend: str = "torch", quantize: str = "none", bf16: bool = False,
+                   device: str = "auto", backend: str = "torch", quantize: str = "none", bf16: bool | None = None,
                    threads: int | None = None, ef_search: int | None = None, nprobe: int | None = None,
                    depth: int = 1000, batch_size: int | None = None, allow_corpus_mismatch: bool = False) -> Retriever:
     """Load what ``dpr-xrisk search`` loads, the same way and with the same checks: the index
     folder(s), the query tower with the settings the index recorded (its fingerprint must match),
     the passage texts (the indexed corpus, by fingerprint) and, optionally, a BM25 index.
-    ``threads``: torch, FAISS and Lucene threads (default: theirs)."""
+    ``threads``: torch, FAISS and Lucene threads (default: theirs); ``bf16`` None: auto, as
+    ``search`` resolves it (:func:`dpr_xrisk.runtime.device.resolve_bf16`)."""
     import faiss
     import torch
 
     from dpr_xrisk.retrieval.inference import check_inference
     from dpr_xrisk.retrieval.index import load_indexes, set_search_params
     from dpr_xrisk.retrieval.search import corpus_for_json, load_passage_texts, load_query_encoder
-    from dpr_xrisk.runtime.device import encode_batch_size, resolve_device
+    from dpr_xrisk.runtime.device import encode_batch_size, resolve_bf16, resolve_device
 
     t0 = time.perf_counter()
     dev = resolve_device(device)
     check_inference(backend, quantize, dev, bf16)
+    bf16 = resolve_bf16(bf16, dev, backend, quantize)  # unset: auto, printed
     if threads:
         torch.set_num_threads(threads)
         faiss.omp_set_num_threads(threads)
