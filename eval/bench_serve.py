@@ -103,6 +103,12 @@ def post(conn: http.client.HTTPConnection, body: bytes, content_type="applicatio
     return resp.status, resp.read()
 
 
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile of latencies, cells and ceilings alike (the value at rank int(p/100 * n))."""
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p / 100 * len(v)))]
+
+
 def closed_loop(port: int, make_request, concurrency: int, requests: int, seconds: float) -> dict:
     """``concurrency`` clients, each sending ``make_request(i) -> (body, is_good)`` and waiting for
     the answer, until ``requests`` were sent or ``seconds`` passed. Latencies of good answers."""
@@ -149,7 +155,7 @@ def closed_loop(port: int, make_request, concurrency: int, requests: int, second
     lat = sorted(latencies)
 
     def pct(p):
-        return round(1000 * lat[min(len(lat) - 1, int(p / 100 * len(lat)))], 2) if lat else None
+        return round(1000 * percentile(lat, p), 2) if lat else None
 
     return {"concurrency": concurrency, "requests": len(lat) + len(failures) + bad_sent[0], "ok": len(lat),
             "failed_good": len(failures), "bad_sent": bad_sent[0], "bad_not_4xx": len(bad_not_4xx),
@@ -169,21 +175,6 @@ def good_request(questions, mode):
     def make(i):
         return json.dumps({"questions": questions[i % len(questions)], "k": 10, "mode": mode}).encode(), True
     return make
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The ``p``-th percentile as the cells compute it (the value at rank int(p/100 * n))."""
-    v = sorted(values)
-    return v[min(len(v) - 1, int(p / 100 * len(v)))]
-
-
-def cpu_kind() -> str:
-    """The CPU's model name and the flags that change this benchmark's speeds by large factors."""
-    from dpr_xrisk.runtime.device import cpu_info
-
-    model, flags = cpu_info() or ("unknown CPU", frozenset())
-    return " ".join([model, *(f for f in ("avx512_bf16", "avx512_vnni", "amx_bf16") if f in flags)]) + \
-        ("" if "avx512f" in flags else " (AVX2 only)" if "avx2" in flags else "")
 
 
 # ---- ceilings ---------------------------------------------------------------------------------
@@ -261,6 +252,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from dpr_xrisk.io.questions import read_questions
+    from harness import cpu_kind  # eval/ is on sys.path: this file runs as a script
 
     tiny = args.tiny
     sample = ROOT / "data" / "sample"
@@ -323,7 +315,7 @@ def table(report: dict) -> str:
     lines = [f"in-process ceilings ({c['questions']} questions, {report['threads']} thread(s)): dense {c['dense_qps']} q/s, "
              f"BM25 batch_search {c['bm25_qps']} q/s (search per question {c['bm25_search_loop_qps']} q/s), "
              f"hybrid {c['hybrid_qps']} q/s; one question in-process: dense p50 {c['dense_single_p50_ms']} ms, "
-             f"p99 {c['dense_single_p99_ms']} ms ({report['precision']}, {report['cpu']})", "",
+             f"p99 {c['dense_single_p99_ms']} ms ({report['precision']}, {report['cpu']['cpu_model']} {' '.join(report['cpu']['cpu_flags'])})", "",
              "| server | mode | clients | requests | QPS | p50 ms | p95 ms | p99 ms | failed |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["cells"]:

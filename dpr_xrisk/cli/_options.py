@@ -22,14 +22,9 @@ def default_batch_size(batch_size, device, bf16: bool = False) -> int:
     from dpr_xrisk.runtime.device import encode_batch_size
 
     return batch_size if batch_size is not None else encode_batch_size(device, bf16)
+
+
 Bf16 = Annotated[Optional[bool], typer.Option("--bf16/--fp32", show_default="auto", help="bfloat16 autocast or float32. Unset: auto, bf16 where the device has native bfloat16 (AMX, AVX512-BF16, CUDA sm_80+: encoding ~2x faster, same top-k within noise, docs/results.md), fp32 elsewhere (bf16 is ~10x slower on other CPUs); the choice is printed. DPR_XRISK_PRECISION=fp32|bf16|auto sets the unset value.")]
-
-
-def precision_of(bf16, device, backend: str = "torch", quantize: str = "none") -> bool:
-    """--bf16/--fp32 resolved on ``device`` (unset: auto, :func:`dpr_xrisk.runtime.device.resolve_bf16`)."""
-    from dpr_xrisk.runtime.device import resolve_bf16
-
-    return resolve_bf16(bf16, device, backend, quantize)
 OutRun = Annotated[Optional[Path], typer.Option("--out-run", help="Write a TREC run here.", rich_help_panel="Output")]
 OutJson = Annotated[Optional[Path], typer.Option("--out-json", help="Write a DPR retrieval JSON here (pyserini's evaluate_dpr_retrieval input).", rich_help_panel="Output")]
 Device = Annotated[str, typer.Option("--device", help="auto (CUDA when present, else CPU) | cpu | cuda | cuda:N.")]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Bf16, precision_of
+from dpr_xrisk.cli._options import Bf16
 
 SNIPPET = 200  # characters of each passage shown in the table
 
@@ -40,7 +40,9 @@ def ask(
     # torch queries on the CPU whatever the index was encoded with: a preview, not a run to score
     import torch
 
-    bf16 = precision_of(bf16, torch.device("cpu"))  # unset: auto, printed
+    from dpr_xrisk.runtime.device import resolve_bf16
+
+    bf16 = resolve_bf16(bf16, torch.device("cpu"))  # unset: auto, printed
     encoder = load_query_encoder(meta, bf16=bf16, allow_backend_mismatch=True)
     lookup = PassageLookup(texts_from)
     if bm25_index is not None:

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, default_batch_size, precision_of, inference_encoder, load_encoder
+from dpr_xrisk.cli._options import Backend, BatchSize, Bf16, Corpus, Device, Model, Normalize, Pooling, Quantize, check_inference, default_batch_size, inference_encoder, load_encoder
 
 
 def encode(
@@ -39,7 +39,7 @@ def encode(
         torch.set_num_threads(threads)
     import os
 
-    from dpr_xrisk.runtime.device import resolve_device
+    from dpr_xrisk.runtime.device import resolve_bf16, resolve_device
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if num_shards is None:
@@ -49,7 +49,7 @@ def encode(
 
     dev = resolve_device(device)  # checked before the model loads
     check_inference(backend, quantize, dev, bf16)
-    bf16 = precision_of(bf16, dev, backend, quantize)  # unset: auto, printed
+    bf16 = resolve_bf16(bf16, dev, backend, quantize)  # unset: auto, printed
     encoder = inference_encoder(load_encoder(model, pooling, normalize).to(dev), backend, quantize, dev, bf16, model)
     meta = encode_corpus(encoder, corpus, out, batch_size=default_batch_size(batch_size, dev, bf16), dtype=dtype, bf16=bf16,
                          shard_id=shard_id, num_shards=num_shards, model_name=model,

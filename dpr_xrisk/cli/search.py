@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size, precision_of
+from dpr_xrisk.cli._options import K, Backend, BatchSize, Bf16, Device, OutJson, OutRun, Quantize, Queries, check_inference, default_batch_size
 
 Hybrid = "Hybrid (dense + BM25)"
 Fusion = Annotated[str, typer.Option(help="rrf (reciprocal-rank fusion, scale-free) | interpolation (dense + alpha*bm25, pyserini's hybrid).", rich_help_panel=Hybrid)]
@@ -40,12 +40,12 @@ def search(
     from dpr_xrisk.retrieval.encode import provenance
     from dpr_xrisk.retrieval.search import (check_run_outputs, corpus_for_json, dense_search, fuse, load_query_encoder,
                                             open_indexes, run_meta, write_run_outputs)
-    from dpr_xrisk.runtime.device import resolve_device
+    from dpr_xrisk.runtime.device import resolve_bf16, resolve_device
 
     check_run_outputs(out_run, out_json)  # before any work: a bad output path never costs a search
     dev = resolve_device(device)  # checked before anything loads
     check_inference(backend, quantize, dev, bf16)
-    bf16 = precision_of(bf16, dev, backend, quantize)  # unset: auto, printed
+    bf16 = resolve_bf16(bf16, dev, backend, quantize)  # unset: auto, printed
     questions = check_unique_ids(read_questions(queries), queries)
     loaded = open_indexes(index, ef_search, nprobe, faiss_gpu)
     faiss_index, ids, meta = loaded[0]
