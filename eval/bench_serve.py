@@ -38,6 +38,7 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 import time
 from pathlib import Path
 
@@ -80,6 +81,11 @@ class Server:
                 self.port = int(line.split()[2].rsplit(":", 1)[1])
         threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # drain its log
 
+    def batching(self) -> dict:
+        """The server's batch counters (/status): batches run and seconds spent running them."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/status", timeout=30) as resp:
+            return json.loads(resp.read())["batching"]
+
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -109,11 +115,12 @@ def percentile(values: list[float], p: float) -> float:
     return v[min(len(v) - 1, int(p / 100 * len(v)))]
 
 
-def closed_loop(port: int, make_request, concurrency: int, requests: int, seconds: float) -> dict:
+def closed_loop(port: int, make_request, concurrency: int, requests: int, seconds: float, check=None) -> dict:
     """``concurrency`` clients, each sending ``make_request(i) -> (body, is_good)`` and waiting for
-    the answer, until ``requests`` were sent or ``seconds`` passed. Latencies of good answers."""
+    the answer, until ``requests`` were sent or ``seconds`` passed. Latencies of good answers;
+    ``check(i, body) -> None | str`` (what is wrong) judges each good answer's content."""
     lock, counter = threading.Lock(), [0]
-    latencies, failures, bad_not_4xx, bad_sent = [], [], [], [0]
+    latencies, failures, bad_not_4xx, bad_sent, wrong = [], [], [], [0], []
     stop_at = time.monotonic() + seconds
 
     def client():
@@ -136,6 +143,9 @@ def closed_loop(port: int, make_request, concurrency: int, requests: int, second
             with lock:
                 if good:
                     (latencies.append(took) if status == 200 else failures.append((status, text[:200])))
+                    problem = check(i, text) if check is not None and status == 200 else None
+                    if problem:
+                        wrong.append(problem)
                 else:
                     bad_sent[0] += 1
                     if status is None or not 400 <= status < 500:
@@ -159,7 +169,8 @@ def closed_loop(port: int, make_request, concurrency: int, requests: int, second
 
     return {"concurrency": concurrency, "requests": len(lat) + len(failures) + bad_sent[0], "ok": len(lat),
             "failed_good": len(failures), "bad_sent": bad_sent[0], "bad_not_4xx": len(bad_not_4xx),
-            "examples": [str(x) for x in (failures + bad_not_4xx)[:3]], "seconds": round(wall, 2),
+            **({"checked": len(latencies), "wrong": len(wrong)} if check is not None else {}),
+            "examples": [str(x) for x in (failures + bad_not_4xx + wrong)[:3]], "seconds": round(wall, 2),
             "qps": round(len(lat) / wall, 1) if wall else None, "p50_ms": pct(50), "p95_ms": pct(95), "p99_ms": pct(99)}
 
 
@@ -175,6 +186,27 @@ def good_request(questions, mode):
     def make(i):
         return json.dumps({"questions": questions[i % len(questions)], "k": 10, "mode": mode}).encode(), True
     return make
+
+
+def expected_answers(idx: Path, bm25: Path, questions: list[str], mode: str, threads: int, bf16: bool):
+    """``check`` for closed_loop: each answer's ranked ids against the engine's in-process answer for
+    all the questions as one batch (what ``dpr-xrisk search`` computes for them, tests/test_serve.py).
+    An answer is wrong when its ids differ at a rank where its score differs by more than 1e-4:
+    a batch's rounding (~1e-6) may swap near-tied passages, nothing else may change."""
+    from dpr_xrisk.serve.engine import Limits, load_retriever, make_query
+
+    r = load_retriever([idx], bm25_index=bm25, threads=threads, bf16=bf16)
+    q = make_query(questions, k=10, mode=mode, limits=Limits(max_questions=len(questions)), has_bm25=True)
+    want = [[(h["id"], h["score"]) for h in res["hits"]] for res in r.run_batch([q])[0]]
+
+    def check(i: int, text: bytes):
+        got = [(h["id"], h["score"]) for h in json.loads(text)["results"][0]["hits"]]
+        exp = want[i % len(questions)]
+        if len(got) != len(exp) or any(g[0] != e[0] and abs(g[1] - e[1]) > 1e-4 for g, e in zip(got, exp)):
+            return f"question {i % len(questions)}: ids {[g[0] for g in got]} != {[e[0] for e in exp]}"
+        return None
+
+    return check
 
 
 # ---- ceilings ---------------------------------------------------------------------------------
@@ -284,8 +316,13 @@ def main(argv=None) -> int:
             for mode in args.modes:
                 for c in args.concurrency:
                     print(f"{label} {mode} c={c} ...", file=sys.stderr)
+                    before = server.batching()
                     cell = closed_loop(server.port, good_request(questions, mode), c, requests, seconds)
-                    report["cells"].append({"server": label, "mode": mode, **cell})
+                    after = server.batching()
+                    batches = after["batches"] - before["batches"]
+                    report["cells"].append({"server": label, "mode": mode, **cell,  # the worker's share of the cell
+                                            "mean_batch": round(cell["requests"] / batches, 2) if batches else None,
+                                            "busy": round((after["busy_s"] - before["busy_s"]) / cell["seconds"], 2)})
             if label == "batching":
                 print("soak ...", file=sys.stderr)
                 rng = random.Random(0)
@@ -295,8 +332,9 @@ def main(argv=None) -> int:
                 def soak_request(i):
                     return (BAD_REQUESTS[i % len(BAD_REQUESTS)], False) if i in bad else good(i)
 
+                check = expected_answers(idx, bm25, questions, "hybrid", args.threads, args.precision == "bf16")
                 rss0 = server.rss_mb()
-                soak = closed_loop(server.port, soak_request, 16, soak_n, seconds * 10)
+                soak = closed_loop(server.port, soak_request, 16, soak_n, seconds * 10, check=check)
                 report["soak"] = {**soak, "rss_before_mb": round(rss0, 1), "rss_after_mb": round(server.rss_mb(), 1)}
                 if tiny:
                     shot = screenshot(server.port, out / "serve-page.png")
@@ -307,7 +345,7 @@ def main(argv=None) -> int:
     print(table(report))
     print(f"wrote {out / 'bench_serve.json'}", file=sys.stderr)
     soak = report["soak"]
-    return 0 if soak["failed_good"] == 0 and soak["bad_not_4xx"] == 0 else 1
+    return 0 if soak["failed_good"] == 0 and soak["bad_not_4xx"] == 0 and soak["wrong"] == 0 else 1
 
 
 def table(report: dict) -> str:
@@ -316,14 +354,15 @@ def table(report: dict) -> str:
              f"BM25 batch_search {c['bm25_qps']} q/s (search per question {c['bm25_search_loop_qps']} q/s), "
              f"hybrid {c['hybrid_qps']} q/s; one question in-process: dense p50 {c['dense_single_p50_ms']} ms, "
              f"p99 {c['dense_single_p99_ms']} ms ({report['precision']}, {report['cpu']['cpu_model']} {' '.join(report['cpu']['cpu_flags'])})", "",
-             "| server | mode | clients | requests | QPS | p50 ms | p95 ms | p99 ms | failed |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| server | mode | clients | requests | QPS | p50 ms | p95 ms | p99 ms | failed | mean batch | worker busy |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["cells"]:
         lines.append(f"| {r['server']} | {r['mode']} | {r['concurrency']} | {r['ok']} | {r['qps']} | {r['p50_ms']} | "
-                     f"{r['p95_ms']} | {r['p99_ms']} | {r['failed_good']} |")
+                     f"{r['p95_ms']} | {r['p99_ms']} | {r['failed_good']} | {r.get('mean_batch', '')} | {r.get('busy', '')} |")
     s = report["soak"]
     lines += ["", f"soak: {s['requests']} requests ({s['bad_sent']} malformed) by 16 clients in {s['seconds']} s: "
-              f"{s['failed_good']} failed good requests, {s['bad_not_4xx']} malformed not answered 4xx; "
+              f"{s['failed_good']} failed good requests, {s.get('wrong', 'unchecked')} of {s.get('checked', '?')} answers "
+              f"with ids other than the in-process search's, {s['bad_not_4xx']} malformed not answered 4xx; "
               f"RSS {s['rss_before_mb']} -> {s['rss_after_mb']} MB"]
     return "\n".join(lines)
 

@@ -117,7 +117,10 @@ def same_ranking(a, b, tol=1e-4):
 # ---- answers equal `search` -----------------------------------------------------------------
 @pytest.mark.parametrize("mode, options", [("dense", []), ("bm25", []), ("hybrid", ["--fusion", "rrf"]),
                                            ("hybrid", ["--fusion", "interpolation", "--alpha", "0.7"])])
-def test_answers_equal_search(built, retriever, tmp_path, mode, options):
+def test_answers_equal_search(built, retriever, tmp_path, mode, options, monkeypatch):
+    # FAISS's exact scan as `search` runs it for this many questions (one pass per question): the
+    # batched matrix product rounds in the last digits (test_batched_exact_scan_rounds_in_the_last_digits)
+    monkeypatch.setattr("dpr_xrisk.serve.engine.BLAS_FROM", 10**9)
     questions = read_questions(SAMPLE / "test.qa.tsv")
     out = tmp_path / "run.json"
     if mode == "bm25":
@@ -145,6 +148,56 @@ def test_answers_equal_search(built, retriever, tmp_path, mode, options):
         assert [h["rank"] for h in r["hits"]] == list(range(1, len(contexts) + 1))
         if mode != "hybrid":  # hybrid fuses 1,000-deep lists, where near-tied dense ranks swap
             same_ranking(as_run([single])[0], [(c["docid"], c["score"]) for c in contexts])
+
+
+def test_batched_exact_scan_rounds_in_the_last_digits(built, retriever, tmp_path):
+    """A batch of BLAS_FROM or more questions is scanned as one matrix product: the same ranking
+    as `search` (near-ties aside), scores within 1e-6."""
+    from dpr_xrisk.serve.engine import BLAS_FROM
+
+    questions = read_questions(SAMPLE / "test.qa.tsv")
+    assert len(questions) >= BLAS_FROM
+    out = tmp_path / "run.json"
+    cli("search", "--index", built / "idx", "--queries", SAMPLE / "test.qa.tsv", "--k", 7, "--out-json", out)
+    expected = json.loads(out.read_text())
+    with serving(retriever) as base:
+        got = ok(base, {"questions": [q.text for q in questions], "k": 7})["results"]
+    for q, r in zip(questions, got):
+        same_ranking(as_run([r])[0], [(c["docid"], c["score"]) for c in expected[q.qid]["contexts"]], tol=1e-6)
+
+
+def test_blas_from_sets_the_scan_for_the_batch_and_restores_it():
+    import faiss
+
+    from dpr_xrisk.serve.engine import BLAS_FROM, blas_from
+
+    before = faiss.cvar.distance_compute_blas_threshold
+    with blas_from(BLAS_FROM - 1, 384):
+        assert faiss.cvar.distance_compute_blas_threshold == before  # small batches: one pass each
+    with blas_from(BLAS_FROM, 384):
+        assert faiss.cvar.distance_compute_blas_threshold == min(before, BLAS_FROM * 384)  # FAISS: BLAS when n*d >= it
+    with pytest.raises(RuntimeError), blas_from(64, 384):
+        raise RuntimeError
+    assert faiss.cvar.distance_compute_blas_threshold == before
+
+
+def test_the_worker_thread_runs_faiss_with_the_server_threads(retriever):
+    """OpenMP's thread count is per thread: --threads must reach the thread that runs the batches."""
+    import faiss
+
+    from dpr_xrisk.serve.batcher import Batcher
+
+    seen = []
+    old = retriever.threads
+    retriever.threads = 1
+    try:
+        b = Batcher(lambda payloads: [seen.append(faiss.omp_get_max_threads())] * len(payloads),
+                    on_thread_start=retriever.on_worker_start)
+        b.submit("x", 1).result(10)
+        b.close()
+    finally:
+        retriever.threads = old
+    assert seen == [1]
 
 
 def test_answer_spans_mark_exactly_the_answer_bearing_hits(retriever):

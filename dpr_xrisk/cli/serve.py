@@ -54,7 +54,8 @@ def serve(
         from dpr_xrisk.serve.batcher import Batcher
         from dpr_xrisk.serve.mcp import build_mcp
 
-        batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)
+        batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                      on_thread_start=retriever.on_worker_start)
         build_mcp(retriever, batcher, limits).run(transport="stdio", show_banner=False)
         batcher.close()
         return

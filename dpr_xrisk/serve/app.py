@@ -152,7 +152,8 @@ def _field_error(exc: RequestValidationError) -> tuple[int, str]:
 def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int = 64, max_wait_ms: float = 2.0,
                token: str | None = None, mcp: bool = True) -> FastAPI:
     """The FastAPI app; its batcher thread starts now and stops with the app's lifespan."""
-    batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                      on_thread_start=retriever.on_worker_start)
     started = time.time()
     counts: dict = {}
     mcp_app = None
@@ -251,7 +252,7 @@ class _Routes:
         batcher = self.batcher
         return {**self.retriever.status(), "limits": asdict(self.limits),
                 "batching": {"max_batch": batcher.max_batch, "max_wait_ms": batcher.max_wait * 1000,
-                             "batches": batcher.batches,
+                             "batches": batcher.batches, "busy_s": round(batcher.busy_seconds, 2),
                              "mean_batch": round(batcher.batched_questions / batcher.batches, 2) if batcher.batches else None},
                 "uptime_s": round(time.time() - self.started, 1),
                 "requests": {"searches": batcher.jobs, "questions": batcher.questions, "http_responses": dict(self.counts)},

@@ -48,6 +48,7 @@ class Batcher:
         self.questions = 0
         self.batches = 0
         self.batched_questions = 0
+        self.busy_seconds = 0.0  # time spent running batches: / uptime = how saturated the worker is
         self._on_thread_start = on_thread_start
         self._thread = threading.Thread(target=self._loop, name="dpr-xrisk-batcher", daemon=True)
         self._thread.start()
@@ -112,10 +113,12 @@ class Batcher:
             live = [j for j in batch if j.future.set_running_or_notify_cancel()]
             if not live:
                 continue
+            t0 = time.perf_counter()
             try:
                 results = self.run_batch([j.payload for j in live])
             except BaseException as e:  # noqa: BLE001 - a failed batch fails its jobs, never the thread
                 results = [e] * len(live)
+            self.busy_seconds += time.perf_counter() - t0
             self.batches += 1
             self.batched_questions += sum(j.size for j in live)
             for job, result in zip(live, results):

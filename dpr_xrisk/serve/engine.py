@@ -16,6 +16,7 @@ and knows nothing of HTTP.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -23,6 +24,7 @@ from typing import Sequence
 from dpr_xrisk.errors import InputError
 
 MODES = ("dense", "bm25", "hybrid")
+BLAS_FROM = 4  # questions in a batch from which FAISS's exact scan multiplies matrices (docs/serving.md)
 
 
 @dataclass(frozen=True)
@@ -167,9 +169,10 @@ class Retriever:
         dense, sparse = {}, {}
         if asked["dense"]:  # one encoder pass, one FAISS search at the deepest k of the batch
             index, ids, meta = self.loaded[0]
-            dense = dense_search(self.encoder, index, ids, meta, [Question(qid, t) for qid, t, _ in asked["dense"]],
-                                 k=max(d for _, _, d in asked["dense"]), batch_size=self.batch_size, bf16=self.bf16,
-                                 progress=False, more=self.loaded[1:])
+            with blas_from(len(asked["dense"]), index.d):
+                dense = dense_search(self.encoder, index, ids, meta, [Question(qid, t) for qid, t, _ in asked["dense"]],
+                                     k=max(d for _, _, d in asked["dense"]), batch_size=self.batch_size,
+                                     bf16=self.bf16, progress=False, more=self.loaded[1:])
         if asked["bm25"]:
             sparse = self._bm25(asked["bm25"])
         depth_of = {kind: {qid: d for qid, _, d in asked[kind]} for kind in asked}
@@ -215,8 +218,36 @@ class Retriever:
                                f"{self.settings.query_max_length}")
         return out
 
+    def on_worker_start(self) -> None:
+        """Run on the thread that will run every batch: OpenMP's thread count is per thread, so
+        ``faiss.omp_set_num_threads`` at load time leaves a new thread's FAISS on every core (on
+        2 cores shared with the HTTP loop that halved dense throughput). torch's count is global."""
+        if self.threads:
+            import faiss
+
+            faiss.omp_set_num_threads(self.threads)
+
     def status(self) -> dict:
         return {**self.info, "index": {**self.info.get("index", {}), "size": self.size}}
+
+
+@contextmanager
+def blas_from(questions: int, dim: int):
+    """FAISS's exact scan (Flat indexes, IVF's coarse step) for a batch of ``questions``: as one
+    matrix product (BLAS) from :data:`BLAS_FROM` questions, one pass per question below. FAISS
+    1.15 multiplies only from ``distance_compute_blas_threshold`` / dim questions (334 at dim 384),
+    and its per-question pass costs the same per question at any batch size: on 100k x 384
+    passages, 1 thread, 9-10 ms a question at 1 to 128 questions, 2.3 ms at 16 multiplied, 6.4 at
+    4, 8.9 at 3 either way (docs/serving.md). The product rounds differently (~1e-6), so a batched
+    score may differ from ``search``'s in its last digits. Restored after: the setting is global."""
+    import faiss
+
+    before = faiss.cvar.distance_compute_blas_threshold
+    faiss.cvar.distance_compute_blas_threshold = max(1, min(before, BLAS_FROM * dim)) if questions >= BLAS_FROM else before
+    try:
+        yield
+    finally:
+        faiss.cvar.distance_compute_blas_threshold = before
 
 
 def _as_request_error(e: Exception) -> Exception:
