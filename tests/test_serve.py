@@ -242,6 +242,31 @@ def test_batcher_batches_under_load_and_never_waits_when_idle():
     b.close()
 
 
+def test_unbatchable_jobs_run_alone_and_keep_their_turn():
+    """BM25-only queries gain nothing from a batch (Lucene takes one question at a time): each runs
+    alone, right after the batch it was queued behind, and the others still batch together."""
+    from dpr_xrisk.serve.batcher import Batcher
+    from dpr_xrisk.serve.engine import Retriever, make_query
+
+    gate, batches = threading.Event(), []
+
+    def run(payloads):
+        gate.wait(5)
+        batches.append(list(payloads))
+        return list(payloads)
+
+    b = Batcher(run, max_batch=8, max_wait_ms=50, batchable=lambda p: not p.startswith("bm25"))
+    first = b.submit("dense-0", 1)  # holds the worker while the rest queue up
+    time.sleep(0.1)
+    rest = [b.submit(p, 1) for p in ("dense-1", "bm25-a", "dense-2", "bm25-b", "dense-3")]
+    gate.set()
+    assert first.result(5) == "dense-0" and [f.result(5) for f in rest] == ["dense-1", "bm25-a", "dense-2", "bm25-b", "dense-3"]
+    assert batches == [["dense-0"], ["dense-1", "dense-2", "dense-3"], ["bm25-a"], ["bm25-b"]]
+    assert b.queue_depth == 0
+    b.close()
+    assert [Retriever.batchable(make_query("q", mode=m, has_bm25=True)) for m in ("dense", "bm25", "hybrid")] == [True, False, True]
+
+
 def test_concurrent_requests_are_encoded_together(retriever):
     questions = [q.text for q in read_questions(SAMPLE / "dev.qa.tsv")]
     with serving(retriever, max_batch=64, max_wait_ms=20) as base:

@@ -55,7 +55,7 @@ def serve(
         from dpr_xrisk.serve.mcp import build_mcp
 
         batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                      on_thread_start=retriever.on_worker_start)
+                      on_thread_start=retriever.on_worker_start, batchable=retriever.batchable)
         build_mcp(retriever, batcher, limits).run(transport="stdio", show_banner=False)
         batcher.close()
         return

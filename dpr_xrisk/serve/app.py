@@ -153,7 +153,7 @@ def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int =
                token: str | None = None, mcp: bool = True) -> FastAPI:
     """The FastAPI app; its batcher thread starts now and stops with the app's lifespan."""
     batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                      on_thread_start=retriever.on_worker_start)
+                      on_thread_start=retriever.on_worker_start, batchable=retriever.batchable)
     started = time.time()
     counts: dict = {}
     mcp_app = None

@@ -5,7 +5,9 @@ already waiting, up to ``max_batch`` questions, and runs them as one batch (one 
 one FAISS search). It waits up to ``max_wait_ms`` for more only when jobs were already queued
 behind the first one -- the sign of load; an idle server runs a lone question at once, so the
 single-question path pays no wait. While a batch runs, new jobs queue up and form the next
-batch (continuous batching), so under load batches grow by themselves.
+batch (continuous batching), so under load batches grow by themselves. A job that gains nothing
+from company (``batchable(payload)`` false: BM25 alone, which Lucene searches one question at a
+time anyway) runs alone, before the next batch, instead of holding a batch's answers back.
 
 This module owns the queue and the thread; what a batch *does* is the ``run_batch`` callable
 (:meth:`dpr_xrisk.serve.engine.Retriever.run_batch`). It knows nothing of HTTP.
@@ -37,7 +39,7 @@ class Batcher:
     Exception instance standing for that payload's failure) runs on the worker thread."""
 
     def __init__(self, run_batch: Callable[[Sequence[Any]], list], max_batch: int = 64, max_wait_ms: float = 5.0,
-                 on_thread_start: Callable[[], None] | None = None):
+                 on_thread_start: Callable[[], None] | None = None, batchable: Callable[[Any], bool] | None = None):
         if max_batch < 1 or max_wait_ms < 0:
             raise ValueError("max_batch must be >= 1 and max_wait_ms >= 0")
         self.run_batch, self.max_batch, self.max_wait = run_batch, max_batch, max_wait_ms / 1000.0
@@ -50,6 +52,8 @@ class Batcher:
         self.batched_questions = 0
         self.busy_seconds = 0.0  # time spent running batches: / uptime = how saturated the worker is
         self._on_thread_start = on_thread_start
+        self._batchable = batchable or (lambda payload: True)
+        self._solo: list[Job] = []  # unbatchable jobs met while filling a batch: each runs next, alone
         self._thread = threading.Thread(target=self._loop, name="dpr-xrisk-batcher", daemon=True)
         self._thread.start()
 
@@ -74,10 +78,14 @@ class Batcher:
     # ---- the worker ------------------------------------------------------------------------
     def _take(self, carry: Job | None) -> tuple[list[Job], Job | None, bool]:
         """The next batch, a job that did not fit (first of the next batch), and whether to stop."""
+        if carry is None and self._solo:
+            return [self._solo.pop(0)], None, False
         first = carry if carry is not None else self._queue.get()
         if first is _STOP:
             return [], None, True
         batch, n = [first], first.size
+        if not self._batchable(first.payload):
+            return batch, None, False
         loaded = not self._queue.empty()  # jobs were waiting behind the first: worth waiting for more
         deadline = time.monotonic() + self.max_wait
         while n < self.max_batch:
@@ -94,6 +102,9 @@ class Batcher:
             if job is _STOP:
                 self._queue.put(_STOP)  # seen again once this batch is done
                 break
+            if not self._batchable(job.payload):
+                self._solo.append(job)
+                continue
             if n + job.size > self.max_batch:
                 return batch, job, False
             batch.append(job)
