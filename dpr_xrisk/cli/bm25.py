@@ -27,11 +27,12 @@ def bm25_index(
     out: Annotated[Path, typer.Option("--out", "-o", help="BM25 index folder to create.")],
     threads: Annotated[int, typer.Option(min=1, help="Lucene indexing threads.")] = 2,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing index folder.")] = False,
+    store_raw: Annotated[bool, typer.Option(help="Also store each document's JSON, for pyserini's doc(id).raw(); dpr-xrisk never reads it, and deep searches take twice as long with it.")] = False,
 ):
     """Build a Lucene BM25 index (contents = title + newline + text) of a corpus."""
     from dpr_xrisk.retrieval.bm25 import build_bm25_index
 
-    typer.echo(f"wrote {build_bm25_index(corpus, out, threads=threads, overwrite=overwrite)}")
+    typer.echo(f"wrote {build_bm25_index(corpus, out, threads=threads, overwrite=overwrite, store_raw=store_raw)}")
 
 
 @app.command("search")
