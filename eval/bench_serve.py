@@ -38,8 +38,8 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.request
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,14 +188,13 @@ def good_request(questions, mode):
     return make
 
 
-def expected_answers(idx: Path, bm25: Path, questions: list[str], mode: str, threads: int, bf16: bool):
-    """``check`` for closed_loop: each answer's ranked ids against the engine's in-process answer for
-    all the questions as one batch (what ``dpr-xrisk search`` computes for them, tests/test_serve.py).
-    An answer is wrong when its ids differ at a rank where its score differs by more than 1e-4:
-    a batch's rounding (~1e-6) may swap near-tied passages, nothing else may change."""
-    from dpr_xrisk.serve.engine import Limits, load_retriever, make_query
+def expected_answers(r, questions: list[str], mode: str):
+    """``check`` for closed_loop: each answer's ranked ids against the in-process retriever ``r``'s
+    answer for all the questions as one batch (what ``dpr-xrisk search`` computes for them,
+    tests/test_serve.py). An answer is wrong when its ids differ at a rank where its score differs
+    by more than 1e-4: a batch's rounding (~1e-6) may swap near-tied passages, nothing else may change."""
+    from dpr_xrisk.serve.engine import Limits, make_query
 
-    r = load_retriever([idx], bm25_index=bm25, threads=threads, bf16=bf16)
     q = make_query(questions, k=10, mode=mode, limits=Limits(max_questions=len(questions)), has_bm25=True)
     want = [[(h["id"], h["score"]) for h in res["hits"]] for res in r.run_batch([q])[0]]
 
@@ -210,18 +209,16 @@ def expected_answers(idx: Path, bm25: Path, questions: list[str], mode: str, thr
 
 
 # ---- ceilings ---------------------------------------------------------------------------------
-def ceilings(idx: Path, bm25: Path, questions: list[str], threads: int, bf16: bool, repeat: int = 3) -> dict:
-    """Offline throughput on the same questions (repeated to at least 200, best of ``repeat``):
-    dense batched search, Lucene ``batch_search``, and Lucene ``search`` one question at a time;
-    and the in-process single-question dense time (``dense_search`` on one question, top 10, as
+def ceilings(r, questions: list[str], repeat: int = 3) -> dict:
+    """Offline throughput of the loaded retriever ``r`` (its threads and precision) on the same
+    questions (repeated to at least 200, best of ``repeat``): dense batched search, Lucene
+    ``batch_search``, and Lucene ``search`` one question at a time; and the in-process single-question dense time (``dense_search`` on one question, top 10, as
     ``search`` runs it: p50 and p99 over the first 200 questions), what latency at one client is
     held against."""
     from dpr_xrisk.io.questions import Question
     from dpr_xrisk.retrieval.bm25 import bm25_search
     from dpr_xrisk.retrieval.search import dense_search, fuse
-    from dpr_xrisk.serve.engine import load_retriever
 
-    r = load_retriever([idx], bm25_index=bm25, threads=threads, bf16=bf16)
     texts = (questions * (200 // len(questions) + 1))[: max(200, len(questions))]
     qs = [Question(str(i), q) for i, q in enumerate(texts)]
     index, ids, meta = r.loaded[0]
@@ -235,19 +232,19 @@ def ceilings(idx: Path, bm25: Path, questions: list[str], threads: int, bf16: bo
             times.append(time.perf_counter() - t0)
         return min(times)
 
-    dense_s = best(lambda t, q: dense_search(r.encoder, index, ids, meta, q, k=10, batch_size=r.batch_size, bf16=bf16,
+    dense_s = best(lambda t, q: dense_search(r.encoder, index, ids, meta, q, k=10, batch_size=r.batch_size, bf16=r.bf16,
                                              progress=False))
     single = []
     for q in qs[:200]:
         t0 = time.perf_counter()
-        dense_search(r.encoder, index, ids, meta, [q], k=10, batch_size=r.batch_size, bf16=bf16, progress=False)
+        dense_search(r.encoder, index, ids, meta, [q], k=10, batch_size=r.batch_size, bf16=r.bf16, progress=False)
         single.append((time.perf_counter() - t0) * 1000)
-    batch_s = best(lambda t, q: r.searcher.batch_search(t, [x.qid for x in q], k=10, threads=threads))
+    batch_s = best(lambda t, q: r.searcher.batch_search(t, [x.qid for x in q], k=10, threads=r.threads))
     # hybrid as `search --bm25-index` runs it, and as the server does: both lists 1,000 deep, fused
     t0 = time.perf_counter()
-    deep = {"dense": dense_search(r.encoder, index, ids, meta, qs, k=r.depth, batch_size=r.batch_size, bf16=bf16,
+    deep = {"dense": dense_search(r.encoder, index, ids, meta, qs, k=r.depth, batch_size=r.batch_size, bf16=r.bf16,
                                   progress=False),
-            "bm25": bm25_search(None, qs, k=r.depth, threads=threads, progress=False, searcher=r.searcher)}
+            "bm25": bm25_search(None, qs, k=r.depth, threads=r.threads, progress=False, searcher=r.searcher)}
     fuse(deep["dense"], deep["bm25"], k=10)
     deep_s = time.perf_counter() - t0
     loop_s = best(lambda t, q: [r.searcher.search(x, k=10) for x in t])
@@ -317,10 +314,14 @@ def main(argv=None) -> int:
               "requests_per_cell": requests, "seconds_per_cell": seconds, "cpus": os.cpu_count(),
               "load_average": os.getloadavg(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     print("ceilings (in-process) ...", file=sys.stderr)
-    report["ceilings"] = ceilings(idx, bm25, questions, args.threads, args.precision == "bf16")
+    from dpr_xrisk.serve.engine import load_retriever
+
+    bf16 = args.precision == "bf16"
+    local = load_retriever([idx], bm25_index=bm25, threads=args.threads, bf16=bf16)  # what the server loads
+    report["ceilings"] = ceilings(local, questions)
     report["cells"] = []
     for label, max_batch, wait in (("batching", 64, 2.0), ("no batching", 1, 0.0)):
-        server = Server(idx, bm25, args.threads, max_batch, wait, args.precision == "bf16")
+        server = Server(idx, bm25, args.threads, max_batch, wait, bf16)
         try:
             for mode in args.modes:
                 for c in args.concurrency:
@@ -341,7 +342,7 @@ def main(argv=None) -> int:
                 def soak_request(i):
                     return (BAD_REQUESTS[i % len(BAD_REQUESTS)], False) if i in bad else good(i)
 
-                check = expected_answers(idx, bm25, questions, "hybrid", args.threads, args.precision == "bf16")
+                check = expected_answers(local, questions, "hybrid")
                 rss0 = server.rss_mb()
                 soak = closed_loop(server.port, soak_request, 16, soak_n, seconds * 10, check=check)
                 report["soak"] = {**soak, "rss_before_mb": round(rss0, 1), "rss_after_mb": round(server.rss_mb(), 1)}

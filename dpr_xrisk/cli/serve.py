@@ -51,11 +51,9 @@ def serve(
     size = retriever.status()["index"]["size"]
     typer.echo(f"loaded {size:,} passages in {retriever.info['load_seconds']} s", err=True)
     if mcp_stdio:
-        from dpr_xrisk.serve.batcher import Batcher
         from dpr_xrisk.serve.mcp import build_mcp
 
-        batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                      on_thread_start=retriever.on_worker_start, batchable=retriever.batchable)
+        batcher = retriever.batcher(max_batch, max_wait_ms)
         build_mcp(retriever, batcher, limits).run(transport="stdio", show_banner=False)
         batcher.close()
         return

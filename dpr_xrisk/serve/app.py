@@ -152,8 +152,7 @@ def _field_error(exc: RequestValidationError) -> tuple[int, str]:
 def create_app(retriever: Retriever, limits: Limits = Limits(), max_batch: int = 64, max_wait_ms: float = 2.0,
                token: str | None = None, mcp: bool = True) -> FastAPI:
     """The FastAPI app; its batcher thread starts now and stops with the app's lifespan."""
-    batcher = Batcher(retriever.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                      on_thread_start=retriever.on_worker_start, batchable=retriever.batchable)
+    batcher = retriever.batcher(max_batch, max_wait_ms)
     started = time.time()
     counts: dict = {}
     mcp_app = None

@@ -227,12 +227,20 @@ class Retriever:
 
     def on_worker_start(self) -> None:
         """Run on the thread that will run every batch: OpenMP's thread count is per thread, so
-        ``faiss.omp_set_num_threads`` at load time leaves a new thread's FAISS on every core (on
-        2 cores shared with the HTTP loop that halved dense throughput). torch's count is global."""
+        ``faiss.omp_set_num_threads`` at load time leaves a new thread's FAISS on every core, not
+        the ``--threads`` asked for (the in-process ceilings' count). torch's count is global."""
         if self.threads:
             import faiss
 
             faiss.omp_set_num_threads(self.threads)
+
+    def batcher(self, max_batch: int = 64, max_wait_ms: float = 2.0):
+        """The :class:`~dpr_xrisk.serve.batcher.Batcher` of this retriever (HTTP and MCP stdio alike):
+        its batches run :meth:`run_batch` on a worker set up by :meth:`on_worker_start`."""
+        from dpr_xrisk.serve.batcher import Batcher
+
+        return Batcher(self.run_batch, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                       on_thread_start=self.on_worker_start, batchable=self.batchable)
 
     def status(self) -> dict:
         return {**self.info, "index": {**self.info.get("index", {}), "size": self.size}}
@@ -250,7 +258,8 @@ def blas_from(questions: int, dim: int):
     import faiss
 
     before = faiss.cvar.distance_compute_blas_threshold
-    faiss.cvar.distance_compute_blas_threshold = max(1, min(before, BLAS_FROM * dim)) if questions >= BLAS_FROM else before
+    if questions >= BLAS_FROM:
+        faiss.cvar.distance_compute_blas_threshold = min(before, BLAS_FROM * dim)
     try:
         yield
     finally:
