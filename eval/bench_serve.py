@@ -19,7 +19,8 @@ What it measures, in order:
 3. a soak of the batching server: 16 clients, 5 % of the requests malformed (bad JSON, wrong
    types, k 0, empty questions, unknown fields, bodies over the limit): counts failed good
    requests (must be 0), bad requests not answered 4xx (must be 0), and the server's RSS growth;
-4. with ``--tiny`` and chromium installed, a screenshot of the search page.
+4. with ``--tiny``, a screenshot of the search page in a headless browser (chromium, or Qt WebEngine:
+   the ``browser`` extra; ``eval/page_shot.py``).
 
 Writes ``<out>/bench_serve.json`` and prints a Markdown table. The client is Python threads
 (http.client): at the tiny model's rates the client's own CPU use is part of what is measured, and
@@ -256,18 +257,28 @@ def ceilings(r, questions: list[str], repeat: int = 3) -> dict:
 
 
 def screenshot(port: int, out: Path) -> Path | None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        return None
+    """The search page in a real headless browser: a chromium on PATH, else Chromium in Qt WebEngine."""
+    import importlib.util
     import tempfile
     from urllib.parse import urlencode
 
     url = f"http://127.0.0.1:{port}/?" + urlencode({"q": "Where does the Danube start?", "k": 5, "mode": "hybrid",
                                                      "answers": "Black Forest"})
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                        "--window-size=1100,1000", f"--screenshot={out}", url], capture_output=True, timeout=120)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is not None:
+        with tempfile.TemporaryDirectory() as profile:
+            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+                            "--window-size=1100,1000", f"--screenshot={out}", url], capture_output=True, timeout=120)
+    else:
+        try:
+            engine = importlib.util.find_spec("PyQt6.QtWebEngineWidgets") is not None
+        except ImportError:
+            engine = False
+        if not engine:
+            return None
+        subprocess.run([sys.executable, str(Path(__file__).with_name("page_shot.py")), url, str(out), "--size", "1100x1000"],
+                       capture_output=True, timeout=180)
     return out if out.exists() else None
 
 
