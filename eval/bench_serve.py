@@ -34,7 +34,6 @@ import http.client
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -257,29 +256,14 @@ def ceilings(r, questions: list[str], repeat: int = 3) -> dict:
 
 
 def screenshot(port: int, out: Path) -> Path | None:
-    """The search page in a real headless browser: a chromium on PATH, else Chromium in Qt WebEngine."""
-    import importlib.util
-    import tempfile
+    """The search page in a real headless browser (eval/page_shot.py); None where there is none."""
     from urllib.parse import urlencode
 
     url = f"http://127.0.0.1:{port}/?" + urlencode({"q": "Where does the Danube start?", "k": 5, "mode": "hybrid",
                                                      "answers": "Black Forest"})
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is not None:
-        with tempfile.TemporaryDirectory() as profile:
-            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                            "--window-size=1100,1000", f"--screenshot={out}", url], capture_output=True, timeout=120)
-    else:
-        try:
-            engine = importlib.util.find_spec("PyQt6.QtWebEngineWidgets") is not None
-        except ImportError:
-            engine = False
-        if not engine:
-            return None
-        subprocess.run([sys.executable, str(Path(__file__).with_name("page_shot.py")), url, str(out), "--size", "1100x1000"],
-                       capture_output=True, timeout=180)
-    return out if out.exists() else None
+    shot = subprocess.run([sys.executable, str(Path(__file__).with_name("page_shot.py")), url, str(out), "--size", "1100x1000"],
+                          capture_output=True, timeout=300)
+    return out if shot.returncode == 0 and out.exists() else None
 
 
 # ---- main ------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import importlib.util
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 import pytest
 
 from conftest import ROOT, SAMPLE, cli
+from eval import page_shot
 from dpr_xrisk.io.questions import read_questions
 
 
@@ -512,28 +512,15 @@ def test_mcp_over_stdio_from_the_command(built):
     assert len(found["results"][0]["hits"]) == 3 and doc["title"] == "Danube"
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-try:  # Chromium inside Qt WebEngine (the `browser` extra) where no chromium binary is installed
-    QT_WEBENGINE = importlib.util.find_spec("PyQt6.QtWebEngineWidgets") is not None
-except ImportError:  # no PyQt6 at all
-    QT_WEBENGINE = False
-
-
-def render(url: str, tmp_path, name: str) -> tuple[str, "os.PathLike"]:
-    """The DOM and a PNG of ``url`` as a real headless browser rendered it."""
+def render(url: str, tmp_path, name: str, size: str = "1100x900") -> tuple[str, "os.PathLike"]:
+    """The DOM and a PNG of ``url`` as a real headless browser rendered it (eval/page_shot.py)."""
     shot = tmp_path / f"{name}.png"
-    if CHROMIUM is None:
-        subprocess.run([sys.executable, str(ROOT / "eval" / "page_shot.py"), url, str(shot), "--size", "1100x900"],
-                       capture_output=True, timeout=180, check=True)
-        return (tmp_path / f"{name}.html").read_text(encoding="utf-8"), shot
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
-    subprocess.run([CHROMIUM, *flags, "--window-size=1100,900", f"--screenshot={shot}", url], capture_output=True, timeout=120)
-    return dom, shot
+    subprocess.run([sys.executable, str(ROOT / "eval" / "page_shot.py"), url, str(shot), "--size", size],
+                   capture_output=True, timeout=300, check=True)
+    return (tmp_path / f"{name}.html").read_text(encoding="utf-8"), shot
 
 
-@pytest.mark.skipif(CHROMIUM is None and not QT_WEBENGINE,
+@pytest.mark.skipif(page_shot.browser() is None,
                     reason="no headless browser (chromium, or pip install -e '.[browser]') for the page check")
 def test_search_page_in_headless_browser(retriever, tmp_path):
     from urllib.parse import urlencode
@@ -548,6 +535,25 @@ def test_search_page_in_headless_browser(retriever, tmp_path):
     keep = os.environ.get("DPR_XRISK_SCREENSHOT")  # where to keep it for a look (tests never write the repository)
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_page_shot_refuses_a_page_it_could_not_have_rendered(retriever, tmp_path):
+    """No screenshot of an error page: a bad size, a refused connection and a 404 each end in one line, exit != 0."""
+    script = [sys.executable, str(ROOT / "eval" / "page_shot.py")]
+    bad = subprocess.run([*script, "http://127.0.0.1:9/", str(tmp_path / "a.png"), "--size", "1100"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "is not WIDTHxHEIGHT" in bad.stderr.strip().splitlines()[-1]
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = subprocess.run([*script, f"http://127.0.0.1:{port}/", str(tmp_path / "b.png")],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1 and "page_shot:" in refused.stderr
+    with serving(retriever) as base:
+        missing = subprocess.run([*script, f"{base}/no-such-page", str(tmp_path / "c.png")],
+                                 capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and missing.stderr.strip() == f"page_shot: {base}/no-such-page answered HTTP 404"
+    assert not any(tmp_path.glob("*.png"))
 
 
 def test_cli_serve_refuses_bad_start_up_inputs_in_one_line(built, tmp_path):
