@@ -266,13 +266,19 @@ def config_sha(values: dict) -> str:
     return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def bf16_of(exp, params: dict, system: str) -> bool:
+    """Whether ``system`` trains and encodes in bf16: the protocol's ``bf16``, unless the system pins
+    its own (``bf16 = false``: the fp32 twin that pairs a bf16 run against full precision)."""
+    return bool(exp.systems[system].get("bf16", params["bf16"]))
+
+
 def settings_of(exp, params: dict, data: dict, system: str, seed: int) -> dict:
     """What a run's numbers depend on, as nq-1 records it: retrieval alone depends on the test
     questions and the corpus; a trained system adds its training data, seed, epochs, the code
     that trains it and, for systems added since, what sets them apart (``spec``)."""
     spec, kind = exp.systems[system], exp.systems[system]["kind"]
     fp = {k: v["fingerprint"] for k, v in data["inputs"].items()}
-    s = {"system": system, "protocol": exp.protocol, "test": fp["test"], "corpus": fp["corpus"], "bf16": params["bf16"]}
+    s = {"system": system, "protocol": exp.protocol, "test": fp["test"], "corpus": fp["corpus"], "bf16": bf16_of(exp, params, system)}
     if kind == "bm25":
         del s["bf16"]
     if kind in ("train", "st-mnrl"):
@@ -304,7 +310,7 @@ def train_file(exp, params: dict, data: dict, system: str, seed: int) -> dict:
     cfg = {**harness.train_config(exp, system), "train": [data["train"]], "corpus": data["train_corpus"],
            "corpus_size": data["stats"]["corpus_passages"], "seed": seed, "threads": params["threads"],
            "save_every": params["save_every"]}
-    cfg["precision"] = "bf16" if params["bf16"] else "fp32"  # pinned: the toolkit's default is "auto"
+    cfg["precision"] = "bf16" if bf16_of(exp, params, system) else "fp32"  # pinned: the toolkit's default is "auto"
     return cfg
 
 
@@ -316,7 +322,7 @@ def train(exp, params: dict, data: dict, system: str, seed: int, d: Path, log: P
             cmd = [sys.executable, str(ST_MNRL), "--train", data["train"], "--out", str(model),
                    "--batch-size", str(st["batch_size"]), "--epochs", str(st["epochs"]), "--lr", str(st["lr"]),
                    "--seed", str(seed), "--threads", str(params["threads"]), "--max-length", str(st["max_length"])] + \
-                (["--bf16"] if params["bf16"] else [])
+                (["--bf16"] if bf16_of(exp, params, system) else [])
             print(f"  $ {' '.join(cmd)}", flush=True)
             with open(log, "a") as f:
                 subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True, env=harness.env())
@@ -364,7 +370,7 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
             rec["train_wall_s"] = round(time.perf_counter() - t0, 1)  # this invocation's share of a resumed run
         emb, idx = d / "emb", d / "index"
         rec["encode_s"] = cli(["encode", "--model", model, "--corpus", data["corpus"], "--out", emb, "--threads",
-                               params["threads"], "--batch-size", 64, "--bf16" if params["bf16"] else "--fp32"], log)
+                               params["threads"], "--batch-size", 64, "--bf16" if bf16_of(exp, params, system) else "--fp32"], log)
         cli(["index", "--embeddings", emb, "--out", idx, "--threads", params["threads"], "--overwrite"], log)
         cli(["search", "--index", idx, "--queries", data["test"], "--k", 100, "--out-json", run, "--fp32"], log)  # pinned
     rec["metrics"] = scores(d, run, d / "eval.json", data["stats"]["test_questions"], log)

@@ -275,7 +275,7 @@ def train_step(model, device, precision: str, batch: int, chunk: int, q_len: int
 # ---- precision auto vs fp32, and the refresh's answer filter ------------------------------------
 def recipe_steps(mdir, device, params: dict) -> dict:
     """Seconds of one ``--recipe recommended``-shaped optimiser step (two towers, DPM at tau 0.02,
-    AdamW; ``recipe_batch`` questions with one positive and ``recipe_hard_negatives`` hard
+    AdamW, dropout ``recipe_dropout``; ``recipe_batch`` questions with one positive and ``recipe_hard_negatives`` hard
     negatives each; passages ``recipe_passage_length`` word pieces) at each precision of
     ``recipe_precisions`` (``auto`` resolved on ``device``, as training resolves it): one warm-up
     step each, then ``recipe_repeat`` rounds, each running every precision once, the order
@@ -290,8 +290,11 @@ def recipe_steps(mdir, device, params: dict) -> dict:
 
     B, h = params["recipe_batch"], params["recipe_hard_negatives"]
     N = B * (1 + h)  # each question's positive, then the hard negatives
+    from dpr_xrisk.train.setup import set_dropout
+
     enc = DualEncoder.load(mdir, query_max_length=params["query_length"],
                            passage_max_length=params["recipe_passage_length"]).to(device).train()
+    set_dropout(enc, params["recipe_dropout"])  # as training sets it (train/setup.py)
     opt = torch.optim.AdamW(list(dict.fromkeys(enc.parameters())), lr=1e-6)
     pos = torch.zeros(B, N, dtype=torch.bool)  # (B, N)
     pos[torch.arange(B), torch.arange(B)] = True
@@ -324,7 +327,7 @@ def recipe_steps(mdir, device, params: dict) -> dict:
             wall[n].append(round(w, 3))
             cpu[n].append(round(c, 3))
     med = {n: float(np.median(wall[n])) for n in names}
-    out = {"batch": B, "hard_negatives": h, "passage_length": params["recipe_passage_length"],
+    out = {"batch": B, "hard_negatives": h, "dropout": params["recipe_dropout"], "passage_length": params["recipe_passage_length"],
            "query_length": params["query_length"], "resolved": resolved, "step_s": wall, "cpu_s": cpu,
            "median_step_s": {n: round(v, 3) for n, v in med.items()}}
     if len(names) == 2:  # the first precision's speed-up over the second (fp32 / auto)

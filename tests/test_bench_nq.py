@@ -179,6 +179,19 @@ def test_settings_are_those_bench_nq_recorded():
     assert nq.settings_of(exp, params, data, "recommended-z0", 0)["spec"] == {"zeta_scale": 0.0}
 
 
+def test_the_fp32_twin_differs_from_the_recipe_in_precision_alone():
+    """recommended-fp32 (issue #53's quality guard) is the recipe's run with bf16 off: its settings
+    say so, its training config pins fp32, everything else is the recipe's."""
+    exp = harness.load_experiment("nq")
+    params, data = harness.params_of(exp, {}, tiny=False), {**_legacy_data(), "train": "t.json", "train_corpus": "c.tsv"}
+    rec, f32 = (nq.settings_of(exp, params, data, s, 1) for s in ("recommended", "recommended-fp32"))
+    assert (rec["bf16"], f32["bf16"]) == (True, False)
+    assert {k: v for k, v in f32.items() if k not in ("system", "bf16")} == \
+        {k: v for k, v in rec.items() if k not in ("system", "bf16")}
+    a, b = (nq.train_file(exp, params, data, s, 1) for s in ("recommended", "recommended-fp32"))
+    assert (a.pop("precision"), b.pop("precision")) == ("bf16", "fp32") and a == b
+
+
 def test_a_changed_recipe_base_is_refused_under_the_old_code_label():
     exp = harness.load_experiment("nq")
     exp.raw["bases"]["recipe"] = {**exp.raw["bases"]["recipe"], "lr": 3e-5}
