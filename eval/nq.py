@@ -441,6 +441,12 @@ def run(exp, params: dict, systems: list[str], seeds: list[int], work: Path | No
     bm25 = (work / "runs" / "bm25" / "bench.json").exists()
     recs = {s: {k: derived(data, work, run_name(s, k, exp.systems[s]["kind"]), r, bm25)
                 for k, r in by.items()} for s, by in recs.items()}
+    if not params["tiny"]:  # per-question ranks, committed: the paired intervals outlive eval/work
+        for s, by in recs.items():
+            for k in by:
+                run_json = work / "runs" / run_name(s, k, exp.systems[s]["kind"]) / "run.json"
+                if paired.kept_path(run_json) is not None and paired.available(run_json):
+                    paired.keep(run_json)
     res = results_path(params) if not params["tiny"] and not any(params[k] for k in ("train", "test", "corpus")) \
         else work / "results.json"
     # the records of earlier invocations on the same data stay (another system, another seed)

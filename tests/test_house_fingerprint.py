@@ -111,6 +111,13 @@ _AVX2_DIFFERS = {"plain": {"weights": "0d0c582684aeb998", "embeddings": "c67ad25
                                          "top5": 0.0, "top50": 0.15}}}
 EXPECTED_AVX2 = {setup: {**EXPECTED[setup], **_AVX2_DIFFERS[setup]} for setup in EXPECTED}
 
+# the same pipeline on an AVX-512 CPU without AMX (an AMD EPYC with AVX512-BF16), where float kernels
+# round differently again (a loss in the 5th decimal, one passage at the k cut): recorded at abb8335
+# on the first such CPU where the AVX-512 set failed (the AVX2 set passed at that commit on AVX2, so
+# the training code holds); written as what differs from the AVX-512 set
+_AVX512_NO_AMX_DIFFERS = {"plain": {"weights": "ca9c0f5a30016320", "embeddings": "0a3ac565e54c6bdc", "run": "edb652395d7a76d5", "metrics": {"mrr@10": 0.0, "mrr@50": 0.00122, "ndcg@10": 0.0, "ndcg@50": 0.009272, "recall@10": 0.0, "recall@50": 0.05, "top1": 0.0, "top20": 0.0, "top5": 0.0, "top50": 0.05}}, "refresh": {"weights": "2d74d4de72bae6b8", "losses": [5.19936, 4.34647, 3.56948, 3.29467], "embeddings": "259c932371214c5a", "run": "a2931d91d6019b42"}}
+EXPECTED_AVX512_NO_AMX = {setup: {**EXPECTED[setup], **_AVX512_NO_AMX_DIFFERS[setup]} for setup in EXPECTED}
+
 # the common flags of both training runs: short, seeded, every length explicit
 _TRAIN = ["--train", SAMPLE / "biencoder-train.json", "--corpus", SAMPLE / "passages.tsv", "--batch-size", "4",
           "--max-steps", "4", "--seed", "7", "--query-max-length", "24", "--passage-max-length", "48",
@@ -206,17 +213,19 @@ def test_training_pipeline_fingerprints_are_unchanged(tiny_model_dir, tmp_path, 
     if os.environ.get("FINGERPRINT_PRINT"):
         print(f"\nFINGERPRINT {setup} {json.dumps(got)}")
         return
-    assert got == expected_here()[setup]
+    assert got in [e[setup] for e in expected_here()]
 
 
-def expected_here() -> dict:
-    """The fingerprints of this CPU kind: AVX-512 x86 CPUs (AMX and AVX512-BF16 Xeons and EPYCs,
-    where 1b30493's were recorded) or AVX2-only ones; another kind has none recorded (skipped)."""
+def expected_here() -> list[dict]:
+    """The fingerprint sets recorded for this CPU kind: AVX-512 x86 CPUs (1b30493's set; without
+    AMX also the AVX-512 EPYC's) or AVX2-only ones; another kind has none recorded (skipped)."""
     from dpr_xrisk.runtime.device import cpu_info
 
     flags = (cpu_info() or ("", frozenset()))[1]
     if "avx512f" in flags:
-        return EXPECTED
+        # 1b30493's set, or the one an AVX-512 EPYC without AMX gave (which kernels round alike
+        # on which AVX-512 CPU is not known, so either passes; a change of training moves both)
+        return [EXPECTED, EXPECTED_AVX512_NO_AMX] if "amx_bf16" not in flags else [EXPECTED]
     if "avx2" in flags:
-        return EXPECTED_AVX2
+        return [EXPECTED_AVX2]
     pytest.skip("no fingerprints recorded for this CPU kind (exact float hashes are per CPU kind)")
