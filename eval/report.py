@@ -243,9 +243,9 @@ def encode_section() -> list[str]:
 
 def _cpu(m: dict) -> str:
     """A machine's CPU model and its bfloat16 kind (AMX, AVX-512-BF16 or neither)."""
-    flags = set(m.get("cpu_flags") or ())
-    kind = "AMX" if "amx_bf16" in flags else "AVX-512-BF16" if "avx512_bf16" in flags else "no native bf16"
-    return f"{m.get('cpu_model', '?')}, {kind}"
+    from dpr_xrisk.runtime.device import bf16_kind
+
+    return f"{m.get('cpu_model', '?')}, {bf16_kind(set(m.get('cpu_flags') or ())) or 'no native bf16'}"
 
 
 def _train_rows(train: list[dict]) -> list[str]:

@@ -286,12 +286,11 @@ def recipe_steps(mdir, device, params: dict) -> dict:
     from dpr_xrisk.retrieval.encoder import DualEncoder
     from dpr_xrisk.runtime.device import resolve_precision
     from dpr_xrisk.train.batch import Batch
+    from dpr_xrisk.train.setup import set_dropout
     from dpr_xrisk.train.step import step_loss
 
     B, h = params["recipe_batch"], params["recipe_hard_negatives"]
     N = B * (1 + h)  # each question's positive, then the hard negatives
-    from dpr_xrisk.train.setup import set_dropout
-
     enc = DualEncoder.load(mdir, query_max_length=params["query_length"],
                            passage_max_length=params["recipe_passage_length"]).to(device).train()
     set_dropout(enc, params["recipe_dropout"])  # as training sets it (train/setup.py)

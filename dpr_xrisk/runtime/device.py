@@ -118,17 +118,21 @@ def native_bf16(device: torch.device) -> str | None:
     """Why ``device`` gets bf16 under precision ``auto`` (``"AMX"``, ``"AVX512-BF16"``, ``"CUDA
     sm_90"``), or None: fp32. Native bfloat16 only: a GPU of compute capability 8.0 or later
     (Ampere on), a CPU with AMX-BF16 or AVX512-BF16 (on an AMX Xeon a recipe-shaped training step,
-    MiniLM, batch 32, 256 word pieces, one hard negative, took 1.2-1.4x less time in bf16 than
-    in fp32, medians of 3 and 6 interleaved pairs on 2 shared cores, eval/results/train_speed.json);
-    on a CPU without them bf16 autocast measured ~10x slower, and an unknown CPU (not Linux)
-    counts as without."""
+    MiniLM, batch 32, 256 word pieces, one hard negative, at the recipe's dropout 0, took 1.79x
+    less time in bf16 than in fp32 on an AVX512-BF16 EPYC, eval/results/train_speed.json; the
+    whole recipe loop on NQ 1.22x, docs/results.md); on a CPU without them bf16 autocast measured
+    ~10x slower, and an unknown CPU (not Linux) counts as without."""
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         return f"CUDA sm_{major}{minor}" if major >= 8 else None
     if device.type != "cpu":
         return None
     info = cpu_info()
-    flags = info[1] if info is not None else frozenset()
+    return bf16_kind(info[1] if info is not None else frozenset())
+
+
+def bf16_kind(flags) -> str | None:
+    """A CPU's native bfloat16 from its /proc/cpuinfo flags: ``"AMX"``, ``"AVX512-BF16"`` or None."""
     return "AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags else None
 
 
