@@ -269,7 +269,10 @@ def config_sha(values: dict) -> str:
 def bf16_of(exp, params: dict, system: str) -> bool:
     """Whether ``system`` trains and encodes in bf16: the protocol's ``bf16``, unless the system pins
     its own (``bf16 = false``: the fp32 twin that pairs a bf16 run against full precision)."""
-    return bool(exp.systems[system].get("bf16", params["bf16"]))
+    v = exp.systems[system].get("bf16", params["bf16"])
+    if not isinstance(v, bool):
+        raise SystemExit(f"error: {exp.name}: system {system!r}: bf16 must be true or false, not {v!r}")
+    return v
 
 
 def settings_of(exp, params: dict, data: dict, system: str, seed: int) -> dict:

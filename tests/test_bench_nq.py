@@ -192,6 +192,13 @@ def test_the_fp32_twin_differs_from_the_recipe_in_precision_alone():
     assert (a.pop("precision"), b.pop("precision")) == ("bf16", "fp32") and a == b
 
 
+def test_a_system_bf16_that_is_not_a_boolean_is_refused():
+    exp = harness.load_experiment("nq")
+    exp.systems["recommended-fp32"]["bf16"] = "no"  # would read as true
+    with pytest.raises(SystemExit, match="bf16 must be true or false"):
+        nq.settings_of(exp, harness.params_of(exp, {}, tiny=False), _legacy_data(), "recommended-fp32", 0)
+
+
 def test_a_changed_recipe_base_is_refused_under_the_old_code_label():
     exp = harness.load_experiment("nq")
     exp.raw["bases"]["recipe"] = {**exp.raw["bases"]["recipe"], "lr": 3e-5}
