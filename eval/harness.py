@@ -148,6 +148,9 @@ def load_results(path: Path) -> dict:
 PLUMBING = frozenset({"train", "train_weights", "dev", "corpus", "dev_corpus", "bm25_index", "negatives_file",
                       "corpus_size", "seed", "threads", "device", "precision", "bf16", "eval_every", "save_every",
                       "keep_checkpoints", "log_every"})
+# Keys that only measure: either value trains the same model bit for bit (the int8 refresh's guard:
+# tests/test_quantize.py), so a stored system may differ from the CLI recipe in them, and only in time.
+MEASURING = frozenset({"refresh_guard"})
 
 
 @dataclasses.dataclass

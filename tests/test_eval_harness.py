@@ -30,6 +30,11 @@ def _without_plumbing(cfg: dict) -> dict:
     return {k: v for k, v in cfg.items() if k not in harness.PLUMBING}
 
 
+def _same_model(cfg: dict) -> dict:
+    """What decides the trained model: the config less its plumbing and the keys that only measure."""
+    return {k: v for k, v in cfg.items() if k not in harness.PLUMBING | harness.MEASURING}
+
+
 def test_plumbing_is_data_paths_seed_threads_and_run_mechanics():
     """What the comparisons below leave out: data paths, seed, threads, and how a run is carried
     out (precision, device, dev cadence, checkpoints, logging) -- nothing that defines a system."""
@@ -46,7 +51,9 @@ def test_shipped_squad_system_trains_the_cli_recipe(tmp_path):
     data = {"train": "t.json", "train_corpus": "c.tsv", "dev": "d.tsv", "dev_corpus": "dc.tsv", "bm25": "b"}
     bench = _resolved(squad.train_file(tmp_path, params, data, harness.train_config(exp, "shipped"), 0, None), tmp_path)
     cli = _resolved({"train": ["t.json"], "corpus": "c.tsv", "seed": 7, "threads": 1}, tmp_path, recipe="recommended")
-    assert _without_plumbing(bench) == _without_plumbing(cli)
+    assert _same_model(bench) == _same_model(cli)
+    # the stored runs measured with the int8 guard on; the recipe skips it (the same model, less time)
+    assert bench["refresh_guard"] is True and cli["refresh_guard"] is False
     assert bench["epochs"] == cli["epochs"] == 2.0 and bench["passage_max_length"] == 256
     # and the harness stated every one of those values itself: no toolkit default entered
     assert set(_without_plumbing(bench)) == set(harness.train_config(exp, "shipped"))
@@ -60,7 +67,8 @@ def test_nq_recommended_system_trains_the_cli_recipe(tmp_path):
     data = {"train": "t.json", "train_corpus": "c.tsv", "stats": {"corpus_passages": 100}}
     bench = _resolved(nq.train_file(exp, params, data, "recommended", 0), tmp_path)
     cli = _resolved({"train": ["t.json"], "corpus": "c.tsv", "seed": 7, "threads": 1}, tmp_path, recipe="recommended")
-    assert _without_plumbing(bench) == _without_plumbing(cli)
+    assert _same_model(bench) == _same_model(cli)
+    assert {k for k in _without_plumbing(cli) if bench[k] != cli[k]} == {"refresh_guard"}
 
 
 def test_systems_that_ran_at_128_word_pieces_say_so():

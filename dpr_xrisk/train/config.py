@@ -132,8 +132,9 @@ class TrainConfig:
         "git show 3ee76c0:eval/RESULTS-refresh-amx.md); the run's config.json records which, and a resumed run keeps it")
     refresh_guard: bool = key(True, REFRESH,
         "with refresh_quantize = \"int8\": the first refresh's quality guard (the fp32 mining above; its pools are "
-        "compared, never used); off saves its one-time cost, an fp32 encoding of the corpus (31-37 s on 1,543 "
-        "passages, a tenth of a 64-step run in git show 3ee76c0:eval/RESULTS-refresh-fast4.md)")
+        "compared, never used: the same model bit for bit); off saves its one-time cost, an fp32 encoding of the "
+        "whole corpus (225 s of a 1,085 s recipe loop on 24,043 NQ passages, docs/results.md#natural-questions); "
+        "the recommended recipe turns it off")
     refresh_fraction: float | None = key(None, REFRESH,
         "re-encode only this share of the corpus per refresh, oldest first (the rest keeps embeddings from earlier "
         "refreshes; staleness is logged); None = all")
