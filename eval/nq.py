@@ -371,6 +371,7 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
         model = "minilm" if kind == "zero-shot" else train(exp, params, data, system, seed, d, log)
         if kind != "zero-shot":
             rec["train_wall_s"] = round(time.perf_counter() - t0, 1)  # this invocation's share of a resumed run
+            rec["cpu"] = harness.cpu_kind()  # the seeds of one system may run on machines of two kinds
         emb, idx = d / "emb", d / "index"
         rec["encode_s"] = cli(["encode", "--model", model, "--corpus", data["corpus"], "--out", emb, "--threads",
                                params["threads"], "--batch-size", 64, "--bf16" if bf16_of(exp, params, system) else "--fp32"], log)

@@ -181,6 +181,12 @@ def bar_chart(path: Path, runs: dict, systems: list[str]) -> bool:
 
 
 # ---- NQ ------------------------------------------------------------------------------------------
+def _one_cpu(runs: list[dict]) -> bool:
+    """Whether the runs that recorded their CPU kind (eval/nq.py, since 2026-12-07) share one: a
+    mean of seconds measured on two kinds means nothing. Runs without a record do not count."""
+    return len({json.dumps(r["cpu"], sort_keys=True) for r in runs if r.get("cpu")}) <= 1
+
+
 def nq_section() -> list[str]:
     exp = harness.load_experiment("nq")
     lines = ["## Natural Questions", "",
@@ -198,20 +204,25 @@ def nq_section() -> list[str]:
                   f"{st['train_questions']:,} training questions, {st['test_questions']:,} dev questions, "
                   f"{st['corpus_passages']:,} passages; {res['machine']['date'][:10]}, {res['machine'].get('cpu_model', '')}.", "",
                   "Train s = the training command's wall seconds (mean over seeds; on a shared machine they include "
-                  "what other jobs took, so compare them only within one table); × ST = that over st-mnrl's.", "",
+                  "what other jobs took, so compare them only within one table; \"mixed\" where the seeds' recorded "
+                  "CPU kinds differ); × ST = that over st-mnrl's, on one CPU kind.", "",
                   "| system | seeds | top-1 | top-5 | top-20 | top-100 | MRR@10 | hybrid RRF top-20 | hub rate | train s | × ST |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         st_runs = list(res["runs"].get("st-mnrl", {}).values())
-        st_s = _mean(st_runs, lambda r: r.get("train_wall_s")) if st_runs else None
+        st_s = _mean(st_runs, lambda r: r.get("train_wall_s")) if st_runs and _one_cpu(st_runs) else None
         for s, by in res["runs"].items():
             rs = list(by.values())
             seeds = "—" if list(by) == ["-1"] else ",".join(by)
-            train_s = _mean(rs, lambda r: r.get("train_wall_s"))
-            ratio = f"{train_s / st_s:.1f}" if train_s is not None and st_s else "—"
+            one = _one_cpu(rs)
+            train_s = _mean(rs, lambda r: r.get("train_wall_s")) if one else None
+            same = one and st_runs and _one_cpu(rs + st_runs)
+            ratio = f"{train_s / st_s:.1f}" if train_s is not None and st_s and same else "—"
+            if not one:
+                train_s = "mixed"
             lines.append(f"| {s} | {seeds} | " + " | ".join(_f(_mean(rs, lambda r: r["metrics"][k])) for k in DENSE)
                          + f" | {_f(_mean(rs, lambda r: r.get('hybrid-rrf', {}).get('top20')))} | "
                          f"{_f(100 * _mean(rs, lambda r: r['hub_rate']), 2)} % | "
-                         f"{'—' if train_s is None else f'{train_s:.0f}'} | {ratio} |")
+                         f"{'—' if train_s is None else train_s if isinstance(train_s, str) else f'{train_s:.0f}'} | {ratio} |")
         if res.get("paired"):
             lines += ["", "Paired differences in points (95 % bootstrap interval over questions; RR@10 by answer):", "",
                       "| other − base | seeds | Δ top-1 | Δ top-5 | Δ top-20 | Δ RR@10 |", "|---|---|---|---|---|---|"]

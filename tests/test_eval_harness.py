@@ -215,6 +215,24 @@ def test_nq_section_shows_stored_results(tmp_path, monkeypatch):
     assert "| recommended − zero-shot | 0,1 | +2.0 [+1.0, +3.0] |" in text
 
 
+def test_nq_train_seconds_are_averaged_only_over_one_cpu_kind(tmp_path, monkeypatch):
+    """A system whose seeds recorded two CPU kinds shows "mixed", not a mean of both, and no ratio
+    to st-mnrl; seeds of one kind (or without a record) are averaged, the ratio on one kind only."""
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    m = {"top1": 0.4, "top5": 0.6, "top20": 0.7, "top100": 0.8, "mrr@10": 0.5}
+    a, b = {"cpu_model": "EPYC", "cpu_flags": ["avx512_bf16"]}, {"cpu_model": "EPYC", "cpu_flags": ["avx2"]}
+    run = lambda s, cpu=None: {"metrics": m, "hub_rate": 0.0, "train_wall_s": s, **({"cpu": cpu} if cpu else {})}
+    res = {"machine": {"date": "2026-12-07T01:00:00+00:00", "cpu_model": "EPYC"},
+           "data": {"stats": {"train_questions": 1624, "test_questions": 400, "corpus_passages": 24043}},
+           "runs": {"st-mnrl": {"0": run(400.0), "1": run(500.0, a)},
+                    "recommended": {"0": run(1000.0, a), "1": run(800.0, a)},
+                    "recommended-fp32": {"0": run(1300.0, a), "1": run(2000.0, b)}}}
+    (tmp_path / "nq-20k.json").write_text(json.dumps(res))
+    rows = {r.split(" | ")[0].lstrip("| "): r for r in report.nq_section() if r.startswith("| ")}
+    assert rows["st-mnrl"].endswith("| 450 | 1.0 |") and rows["recommended"].endswith("| 900 | 2.0 |")
+    assert rows["recommended-fp32"].endswith("| mixed | — |")
+
+
 def test_tiny_encode_experiment(tmp_path):
     """The encode comparison's every step on a tiny random model: interleaved repetitions, both
     precisions, the same embeddings on both sides."""
