@@ -117,11 +117,12 @@ def warn_int8_without_vnni() -> None:
 def native_bf16(device: torch.device) -> str | None:
     """Why ``device`` gets bf16 under precision ``auto`` (``"AMX"``, ``"AVX512-BF16"``, ``"CUDA
     sm_90"``), or None: fp32. Native bfloat16 only: a GPU of compute capability 8.0 or later
-    (Ampere on), a CPU with AMX-BF16 or AVX512-BF16 (on an AMX Xeon a recipe-shaped training step,
-    MiniLM, batch 32, 256 word pieces, one hard negative, at the recipe's dropout 0, took 1.79x
-    less time in bf16 than in fp32 on an AVX512-BF16 EPYC, eval/results/train_speed.json; the
-    whole recipe loop on NQ 1.22x, docs/results.md); on a CPU without them bf16 autocast measured
-    ~10x slower, and an unknown CPU (not Linux) counts as without."""
+    (Ampere on), a CPU with AMX-BF16 or AVX512-BF16. On an AVX512-BF16 EPYC a recipe-shaped training
+    step (MiniLM, batch 32, 256 word pieces, one hard negative, the recipe's dropout 0) took 1.79x
+    less time in bf16 than in fp32 (eval/results/train_speed.json), the recipe's NQ loop 1.22x, and
+    the bf16 runs passed NQ's paired quality guard over 3 seeds (docs/results.md#natural-questions).
+    On a CPU without them bf16 autocast measured ~10x slower; an unknown CPU (not Linux) counts as
+    without."""
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         return f"CUDA sm_{major}{minor}" if major >= 8 else None
