@@ -215,14 +215,12 @@ def nq_section() -> list[str]:
             seeds = "—" if list(by) == ["-1"] else ",".join(by)
             one = _one_cpu(rs)
             train_s = _mean(rs, lambda r: r.get("train_wall_s")) if one else None
-            same = one and st_runs and _one_cpu(rs + st_runs)
-            ratio = f"{train_s / st_s:.1f}" if train_s is not None and st_s and same else "—"
-            if not one:
-                train_s = "mixed"
+            ratio = f"{train_s / st_s:.1f}" if train_s is not None and st_s and _one_cpu(rs + st_runs) else "—"
+            cell = "mixed" if not one else "—" if train_s is None else f"{train_s:.0f}"
             lines.append(f"| {s} | {seeds} | " + " | ".join(_f(_mean(rs, lambda r: r["metrics"][k])) for k in DENSE)
                          + f" | {_f(_mean(rs, lambda r: r.get('hybrid-rrf', {}).get('top20')))} | "
                          f"{_f(100 * _mean(rs, lambda r: r['hub_rate']), 2)} % | "
-                         f"{'—' if train_s is None else train_s if isinstance(train_s, str) else f'{train_s:.0f}'} | {ratio} |")
+                         f"{cell} | {ratio} |")
         if res.get("paired"):
             lines += ["", "Paired differences in points (95 % bootstrap interval over questions; RR@10 by answer):", "",
                       "| other − base | seeds | Δ top-1 | Δ top-5 | Δ top-20 | Δ RR@10 |", "|---|---|---|---|---|---|"]
