@@ -408,6 +408,20 @@ def derived(data: dict, work: Path, name: str, rec: dict, bm25: bool) -> dict:
     return out
 
 
+def pairs_of(exp, done: list[str]) -> list[tuple[str, str]]:
+    """The paired comparisons (base, other) of the finished systems ``done``: every trained system
+    against zero-shot, every one against st-mnrl (the issue's goal reads recipe − MNRL), and the
+    toolkit's variants against the recipe, in the experiment's order."""
+    trained = [s for s in done if exp.systems[s]["kind"] in ("train", "st-mnrl")]
+    ours = [s for s in trained if exp.systems[s]["kind"] == "train"]
+    pairs = [("zero-shot", s) for s in trained] if "zero-shot" in done else []
+    if "st-mnrl" in done:
+        pairs += [("st-mnrl", s) for s in trained if s != "st-mnrl"]
+    if "recommended" in done:
+        pairs += [("recommended", s) for s in ours if s != "recommended"]
+    return pairs
+
+
 def results_path(params: dict) -> Path:
     return RESULTS / f"nq-{corpus_name(params['distractors']).removeprefix('corpus-').removesuffix('.tsv')}.json"
 
@@ -459,13 +473,11 @@ def run(exp, params: dict, systems: list[str], seeds: list[int], work: Path | No
         for s, by in stored["runs"].items():
             for k, r in by.items():
                 recs.setdefault(s, {}).setdefault(int(k), r)
-    recs = {s: dict(sorted(by.items())) for s, by in recs.items()}
+    order = [s for s in exp.systems if s in recs] + [s for s in recs if s not in exp.systems]
+    recs = {s: dict(sorted(recs[s].items())) for s in order}  # the experiment's order, then any stored others
     rng = np.random.default_rng(0)
     done = [s for s in exp.systems if s in recs and paired.runs_of(s, work / "runs")]
-    trained = [s for s in done if exp.systems[s]["kind"] in ("train", "st-mnrl")]
-    pairs = [("zero-shot", s) for s in trained] if "zero-shot" in done else []
-    if "recommended" in done:
-        pairs += [("recommended", s) for s in trained if s != "recommended"]
+    pairs = pairs_of(exp, done)
     # only the seeds with a record (a run folder of another seed may hold a run of other settings)
     comparisons = [paired.compare(a, b, params["bootstrap"], rng, work / "runs", seeds=[k for k in recs[b] if k >= 0])
                    for a, b in pairs]

@@ -212,3 +212,17 @@ def test_corpus_choice_is_a_parameter():
     p = harness.params_of(exp, harness.parse_sets(["distractors=100000"]), tiny=False)
     assert nq.inputs.__doc__ and nq.corpus_name(p["distractors"]) == "corpus-100k.tsv"
     assert nq.results_path(p).name == "nq-100k.json"
+
+
+def test_every_trained_system_is_paired_against_mnrl():
+    """The issue's goal reads recipe − MNRL: every trained system is compared with zero-shot and
+    with st-mnrl (st-mnrl's own variants too), the toolkit's variants also with the recipe; none
+    twice, none with itself."""
+    exp = harness.load_experiment("nq")
+    done = ["bm25", "zero-shot", "recommended", "st-mnrl", "st-mnrl-e4", "recommended-shared"]
+    pairs = nq.pairs_of(exp, done)
+    assert pairs == [("zero-shot", "recommended"), ("zero-shot", "st-mnrl"), ("zero-shot", "st-mnrl-e4"),
+                     ("zero-shot", "recommended-shared"),
+                     ("st-mnrl", "recommended"), ("st-mnrl", "st-mnrl-e4"), ("st-mnrl", "recommended-shared"),
+                     ("recommended", "recommended-shared")]
+    assert nq.pairs_of(exp, ["bm25", "recommended"]) == []  # nothing to compare with
