@@ -385,15 +385,47 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
     return rec
 
 
+def curve(d: Path) -> dict | None:
+    """A trained run's training curve from its folder: the loss of each step in cross-entropy
+    units (a DPM loss / its resolved τ, the importance-weighted cross-entropy; other losses and the
+    MNRL script's in-batch cross-entropy as logged) and, for the recipe, its training recall@1 at
+    each refresh.
+    Only a step's last attempt counts (a resumed run repeats steps after its checkpoint)."""
+    log = d / "train_log.jsonl"
+    if log.exists():  # dpr-xrisk train
+        rows = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
+        cfg = json.loads((d / "config.json").read_text(encoding="utf-8"))
+        scale = 1.0 / cfg["tau"] if cfg["loss"] == "dpm" else 1.0
+        loss = {r["step"]: r["loss"] * scale for r in rows if "loss" in r and "event" not in r}
+    elif (d / "bench.log").exists():  # eval/_st_mnrl.py prints one JSON line a step
+        rows = [json.loads(x) for x in (d / "bench.log").read_text(encoding="utf-8").splitlines()
+                if x.startswith('{"step"')]
+        loss = {r["step"]: r["loss"] for r in rows}
+    else:
+        return None
+    if not loss:
+        return None
+    out = {"step": sorted(loss), "loss": [round(loss[k], 6) for k in sorted(loss)]}
+    ref = d / "refresh_log.jsonl"
+    if ref.exists():
+        rs = {r["step"]: r for r in map(json.loads, ref.read_text(encoding="utf-8").splitlines())
+              if "train_recall@1" in r}
+        out.update(refresh_step=sorted(rs), train_recall1=[round(rs[k]["train_recall@1"], 6) for k in sorted(rs)])
+    return out
+
+
 def derived(data: dict, work: Path, name: str, rec: dict, bm25: bool) -> dict:
     """What is recomputed from a finished run's kept run.json each time (never written into its
-    record): the hub rate, rank-1 wins/losses vs zero-shot, and the RRF hybrid with BM25."""
+    record): the hub rate, rank-1 wins/losses vs zero-shot, the training curve and the RRF hybrid
+    with BM25."""
     d = work / "runs" / name
     run, zs = d / "run.json", work / "runs" / "zero-shot" / "run.json"
     out = dict(rec)
     js = json.loads(run.read_text(encoding="utf-8"))
     top1_train = np.array([js[q]["contexts"][0]["docid"] in data["train_positives"] for q in sorted(js, key=int)])
     out["hub_rate"] = float(top1_train.mean())
+    if name not in ("zero-shot", "bm25") and (c := curve(d)) is not None:
+        out["curve"] = c
     if name not in ("zero-shot", "bm25") and paired.available(zs):
         zf, first = paired.first_hit(zs), paired.first_hit(run)
         lost, won = (zf == 0) & (first > 0), (zf > 0) & (first == 0)

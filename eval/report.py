@@ -141,6 +141,20 @@ def squad_section() -> list[str]:
     return lines
 
 
+def _save_png(fig, path: Path) -> None:
+    """Write a figure only when its bytes changed (a regenerated page leaves git clean)."""
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".partial.png")
+    fig.savefig(tmp, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    if path.exists() and path.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+    else:
+        os.replace(tmp, path)
+
+
 def bar_chart(path: Path, runs: dict, systems: list[str]) -> bool:
     """Dense top-1/5/20 means per system with ±std whiskers (PNG, written only when it changed)."""
     if not systems:
@@ -169,18 +183,56 @@ def bar_chart(path: Path, runs: dict, systems: list[str]) -> bool:
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".partial.png")
-    fig.savefig(tmp, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    if path.exists() and path.read_bytes() == tmp.read_bytes():
-        tmp.unlink()
-    else:
-        os.replace(tmp, path)
+    _save_png(fig, path)
     return True
 
 
 # ---- NQ ------------------------------------------------------------------------------------------
+def curve_chart(path: Path, runs: dict, title: str) -> bool:
+    """Each trained system's training loss per step (cross-entropy units, a 9-step moving mean,
+    mean over seeds) and the recipe's training recall@1 at each refresh (PNG)."""
+    systems = {s: [r["curve"] for r in by.values() if r.get("curve")] for s, by in runs.items()}
+    systems = {s: cs for s, cs in systems.items() if cs}
+    if not systems:
+        return False
+    try:
+        import matplotlib
+    except ImportError:
+        return path.exists()
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.5, 4.0))
+    for i, (s, cs) in enumerate(systems.items()):
+        colour = plt.get_cmap("tab10")(i % 10)  # one colour per system in both panels
+        n = min(len(c["loss"]) for c in cs)
+        loss = np.mean([c["loss"][:n] for c in cs], axis=0)
+        smooth = np.convolve(loss, np.ones(9) / 9, mode="valid")
+        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({len(cs)} seeds)", lw=1.2,
+                color=colour)
+        ref = [c for c in cs if c.get("train_recall1")]
+        if ref:
+            m = min(len(c["train_recall1"]) for c in ref)
+            bx.plot(ref[0]["refresh_step"][:m], np.mean([c["train_recall1"][:m] for c in ref], axis=0), marker="o",
+                    label=s, lw=1.2, color=colour)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss, cross-entropy units")
+    ax.set_title("loss per step (9-step mean; DPM loss / τ, MNRL's in-batch CE)", fontsize=8)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    bx.set_xlabel("step of the refresh")
+    bx.set_ylabel("training recall@1 against the corpus")
+    bx.set_title("the recipe's pools: training questions whose positive ranks first", fontsize=8)
+    bx.legend(fontsize=7)
+    bx.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    _save_png(fig, path)
+    return True
+
+
 def _one_cpu(runs: list[dict]) -> bool:
     """Whether the runs that recorded their CPU kind (eval/nq.py, since 2026-12-07) share one: a
     mean of seconds measured on two kinds means nothing. Runs without a record do not count."""
@@ -226,6 +278,9 @@ def nq_section() -> list[str]:
                       "| other − base | seeds | Δ top-1 | Δ top-5 | Δ top-20 | Δ RR@10 |", "|---|---|---|---|---|---|"]
             lines += [f"| {c['other']} − {c['base']} | {','.join(map(str, c['seeds']))} | "
                       + " | ".join(_ci(c, n) for n in ("top1", "top5", "top20", "rr@10")) + " |" for c in res["paired"]]
+        png = FIGURES / f"{f.stem}-train.png"
+        if curve_chart(png, res["runs"], f"Natural Questions, {f.stem.removeprefix('nq-')} distractors: training"):
+            lines += ["", f"![training loss and training recall@1 per system](../{png.relative_to(ROOT)})"]
         lines.append("")
     if exp.raw.get("findings"):  # what the numbers mean, kept beside the systems in the experiment file
         lines += ["### What the runs say", ""] + [f"- {f}" for f in exp.raw["findings"]] + [""]

@@ -226,3 +226,35 @@ def test_every_trained_system_is_paired_against_mnrl():
                      ("st-mnrl", "recommended"), ("st-mnrl", "st-mnrl-e4"), ("st-mnrl", "recommended-shared"),
                      ("recommended", "recommended-shared")]
     assert nq.pairs_of(exp, ["bm25", "recommended"]) == []  # nothing to compare with
+
+
+def test_training_curve_is_read_from_the_run_folder(tmp_path):
+    """The report's training curve: a DPM run's loss / τ per step (a resumed step counts once, its
+    last attempt), its training recall@1 per refresh, and the MNRL script's logged loss as it is."""
+    d = tmp_path / "recommended-s0"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"loss": "dpm", "tau": 0.02}))
+    rows = [{"step": 1, "loss": 0.002, "epoch": 0}, {"step": 2, "loss": 0.004, "epoch": 0},
+            {"event": "resume", "step": 1}, {"step": 2, "loss": 0.001, "epoch": 0},
+            {"event": "end", "steps": 2, "seconds": 9.0, "loss": 0.001}]
+    (d / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (d / "refresh_log.jsonl").write_text(json.dumps({"event": "refresh", "step": 0, "train_recall@1": 0.8}) + "\n")
+    c = nq.curve(d)
+    assert c["step"] == [1, 2] and c["loss"] == pytest.approx([0.1, 0.05])
+    assert c["refresh_step"] == [0] and c["train_recall1"] == [0.8]
+    m = tmp_path / "st-mnrl-s0"
+    m.mkdir()
+    (m / "bench.log").write_text('  $ python eval/_st_mnrl.py ...\n{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}\n')
+    assert nq.curve(m) == {"step": [1, 2], "loss": [0.5, 0.25]}
+    assert nq.curve(tmp_path) is None  # no log: no curve
+
+
+def test_curve_chart_is_drawn_only_from_runs_with_curves(tmp_path):
+    from eval import report
+
+    assert report.curve_chart(tmp_path / "none.png", {"zero-shot": {"-1": {"metrics": {}}}}, "t") is False
+    runs = {"recommended": {"0": {"curve": {"step": list(range(1, 21)), "loss": [0.1] * 20, "refresh_step": [0, 10],
+                                            "train_recall1": [0.8, 0.82]}}},
+            "st-mnrl": {"0": {"curve": {"step": list(range(1, 21)), "loss": [0.0] * 20}}}}  # bf16 zeros: floored
+    png = tmp_path / "c.png"
+    assert report.curve_chart(png, runs, "t") and png.read_bytes()[:4] == b"\x89PNG"
