@@ -391,26 +391,25 @@ def curve(d: Path) -> dict | None:
     MNRL script's in-batch cross-entropy as logged) and, for the recipe, its training recall@1 at
     each refresh.
     Only a step's last attempt counts (a resumed run repeats steps after its checkpoint)."""
-    log = d / "train_log.jsonl"
-    if log.exists():  # dpr-xrisk train
-        rows = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()]
-        cfg = json.loads((d / "config.json").read_text(encoding="utf-8"))
-        scale = 1.0 / cfg["tau"] if cfg["loss"] == "dpm" else 1.0
-        loss = {r["step"]: r["loss"] * scale for r in rows if "loss" in r and "event" not in r}
+    if (d / "train_log.jsonl").exists():  # dpr-xrisk train: the report's reader and its checks
+        from dpr_xrisk.report.load import load_training
+
+        t = load_training(d)
+        scale = 1.0 / t.config["tau"] if t.config["loss"] == "dpm" else 1.0
+        loss = {r["step"]: r["loss"] * scale for r in t.steps}
+        refreshes = [r for r in t.refreshes if "train_recall@1" in r]
     elif (d / "bench.log").exists():  # eval/_st_mnrl.py prints one JSON line a step
         rows = [json.loads(x) for x in (d / "bench.log").read_text(encoding="utf-8").splitlines()
                 if x.startswith('{"step"')]
-        loss = {r["step"]: r["loss"] for r in rows}
+        loss, refreshes = {r["step"]: r["loss"] for r in rows}, []
     else:
         return None
     if not loss:
         return None
     out = {"step": sorted(loss), "loss": [round(loss[k], 6) for k in sorted(loss)]}
-    ref = d / "refresh_log.jsonl"
-    if ref.exists():
-        rs = {r["step"]: r for r in map(json.loads, ref.read_text(encoding="utf-8").splitlines())
-              if "train_recall@1" in r}
-        out.update(refresh_step=sorted(rs), train_recall1=[round(rs[k]["train_recall@1"], 6) for k in sorted(rs)])
+    if refreshes:
+        out.update(refresh_step=[r["step"] for r in refreshes],
+                   train_recall1=[round(r["train_recall@1"], 6) for r in refreshes])
     return out
 
 
