@@ -442,14 +442,19 @@ def derived(data: dict, work: Path, name: str, rec: dict, bm25: bool) -> dict:
 def pairs_of(exp, done: list[str]) -> list[tuple[str, str]]:
     """The paired comparisons (base, other) of the finished systems ``done``: every trained system
     against zero-shot, every one against st-mnrl (the issue's goal reads recipe − MNRL), and the
-    toolkit's variants against the recipe, in the experiment's order."""
+    toolkit's other systems against the recipe (the experiment's ``recipe``: the system that
+    trains as ``train --recipe recommended`` does) or the system their ``pair_with`` names, in the
+    experiment's order."""
     trained = [s for s in done if exp.systems[s]["kind"] in ("train", "st-mnrl")]
     ours = [s for s in trained if exp.systems[s]["kind"] == "train"]
     pairs = [("zero-shot", s) for s in trained] if "zero-shot" in done else []
     if "st-mnrl" in done:
         pairs += [("st-mnrl", s) for s in trained if s != "st-mnrl"]
-    if "recommended" in done:
-        pairs += [("recommended", s) for s in ours if s != "recommended"]
+    recipe = exp.raw["recipe"]
+    for s in ours:  # a system whose one changed factor is measured against another (``pair_with``)
+        base = exp.systems[s].get("pair_with", recipe)
+        if base in done and base != s:
+            pairs.append((base, s))
     return pairs
 
 

@@ -79,7 +79,7 @@ def squad_section() -> list[str]:
              f"Protocol `{exp.protocol}` ({exp.title}); the systems and every setting they train with: "
              "[eval/experiments/squad.toml](../eval/experiments/squad.toml).", "",
              "```", "python -m eval run squad                       # every current system, seeds 0 1; finished runs are reused",
-             "python -m eval run squad --systems shipped --seeds 2", "```", "",
+             "python -m eval run squad --systems shipped-shared --seeds 2", "```", "",
              "Dense retrieval, mean over the seeds; 3,244 held-out questions x 102,067 passages; MRR@10 by the "
              "question's own paragraph; hub rate = test top-1 is a training positive; train loop s = the training "
              "loop's wall time less what other jobs on the machine added (bf16 on 2 CPU cores; the machine of each "
@@ -108,7 +108,7 @@ def squad_section() -> list[str]:
             seeds = "—" if c["seeds"] == [-1] else ",".join(map(str, c["seeds"]))
             lines.append(f"| {c['other']} | {seeds} | " + " | ".join(_ci(c, n) for n in ("top1", "top5", "top20", "rr@10")) + " |")
     png = FIGURES / "squad.png"
-    if current and bar_chart(png, runs, [s for s in current if s in ("zero-shot", "dpr", "shipped", "shipped-h3",
+    if current and bar_chart(png, runs, [s for s in current if s in ("zero-shot", "dpr", "shipped", "shipped-shared", "shipped-h3",
                                                                           "dpr-eqwall-h3", "shipped-p128")]):
         lines += ["", f"![dense top-k of the main systems](../{png.relative_to(ROOT)})"]
     lines += ["", "<details><summary>Each seed, dense and hybrid runs</summary>", "",
@@ -117,7 +117,7 @@ def squad_section() -> list[str]:
         for seed in sorted(runs[s], key=int):
             for run, m in runs[s][seed]["metrics"].items():
                 lines.append(f"| {s} | {'—' if seed == '-1' else seed} | {run} | " + " | ".join(_f(m[k]) for k in DENSE) + " |")
-    lines += ["", "</details>", ""]
+    lines += ["", "</details>", "", *findings(exp)]
     retired = [s for s in exp.systems if exp.systems[s].get("retired") and s in runs]
     lines += ["<details><summary>History: retired systems (the recipe before its fast refresh and 256-word-piece "
               "passages), GPU runs, earlier write-ups</summary>", "",
@@ -282,9 +282,14 @@ def nq_section() -> list[str]:
         if curve_chart(png, res["runs"], f"Natural Questions, {f.stem.removeprefix('nq-')} distractors: training"):
             lines += ["", f"![training loss and training recall@1 per system](../{png.relative_to(ROOT)})"]
         lines.append("")
-    if exp.raw.get("findings"):  # what the numbers mean, kept beside the systems in the experiment file
-        lines += ["### What the runs say", ""] + [f"- {f}" for f in exp.raw["findings"]] + [""]
-    return lines
+    return lines + findings(exp)
+
+
+def findings(exp) -> list[str]:
+    """What the numbers mean, kept beside the systems in the experiment file."""
+    if not exp.raw.get("findings"):
+        return []
+    return ["### What the runs say", ""] + [f"- {f}" for f in exp.raw["findings"]] + [""]
 
 
 # ---- speed -----------------------------------------------------------------------------------------

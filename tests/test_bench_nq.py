@@ -176,7 +176,7 @@ def test_settings_are_those_bench_nq_recorded():
     assert nq.settings_of(exp, params, data, "st-mnrl", 2) == {**trained, "system": "st-mnrl",
                                                                  "code": "1357358d3c516f95", "max_length": 256}
     # a system added since says what sets it apart
-    assert nq.settings_of(exp, params, data, "recommended-z0", 0)["spec"] == {"zeta_scale": 0.0}
+    assert nq.settings_of(exp, params, data, "recommended-z0", 0)["spec"] == {"shared": True, "zeta_scale": 0.0}
 
 
 def test_the_fp32_twin_differs_from_the_recipe_in_precision_alone():
@@ -224,7 +224,10 @@ def test_every_trained_system_is_paired_against_mnrl():
     assert pairs == [("zero-shot", "recommended"), ("zero-shot", "st-mnrl"), ("zero-shot", "st-mnrl-e4"),
                      ("zero-shot", "recommended-shared"),
                      ("st-mnrl", "recommended"), ("st-mnrl", "st-mnrl-e4"), ("st-mnrl", "recommended-shared"),
-                     ("recommended", "recommended-shared")]
+                     ("recommended-shared", "recommended")]
+    assert exp.raw["recipe"] == "recommended-shared"  # the system `train --recipe recommended` is
+    # the fp32 twin is measured against the bf16 runs it twins (issue #53's guard), not the recipe
+    assert ("recommended", "recommended-fp32") in nq.pairs_of(exp, [*done, "recommended-fp32"])
     assert nq.pairs_of(exp, ["bm25", "recommended"]) == []  # nothing to compare with
 
 
