@@ -453,6 +453,8 @@ def pairs_of(exp, done: list[str]) -> list[tuple[str, str]]:
     recipe = exp.raw["recipe"]
     for s in ours:  # a system whose one changed factor is measured against another (``pair_with``)
         base = exp.systems[s].get("pair_with", recipe)
+        if base not in exp.systems:
+            raise SystemExit(f"error: nq.toml: {s}'s pair_with {base!r} is no system of the experiment")
         if base in done and base != s:
             pairs.append((base, s))
     return pairs
