@@ -441,7 +441,8 @@ def derived(data: dict, work: Path, name: str, rec: dict, bm25: bool) -> dict:
 
 def pairs_of(exp, done: list[str]) -> list[tuple[str, str]]:
     """The paired comparisons (base, other) of the finished systems ``done``: every trained system
-    against zero-shot, every one against st-mnrl (the issue's goal reads recipe − MNRL), and the
+    against zero-shot, every one against st-mnrl (the issue's goal reads recipe − MNRL), the recipe
+    against the other MNRL references (st-mnrl-e4: MNRL at the recipe's training seconds), and the
     toolkit's other systems against the recipe (the experiment's ``recipe``: the system that
     trains as ``train --recipe recommended`` does) or the system their ``pair_with`` names, in the
     experiment's order."""
@@ -451,6 +452,8 @@ def pairs_of(exp, done: list[str]) -> list[tuple[str, str]]:
     if "st-mnrl" in done:
         pairs += [("st-mnrl", s) for s in trained if s != "st-mnrl"]
     recipe = exp.raw["recipe"]
+    if recipe in done:  # the recipe against every other MNRL reference (the equal-wall-time one)
+        pairs += [(s, recipe) for s in trained if exp.systems[s]["kind"] == "st-mnrl" and s != "st-mnrl"]
     for s in ours:  # a system whose one changed factor is measured against another (``pair_with``)
         base = exp.systems[s].get("pair_with", recipe)
         if base not in exp.systems:

@@ -224,7 +224,7 @@ def test_every_trained_system_is_paired_against_mnrl():
     assert pairs == [("zero-shot", "recommended"), ("zero-shot", "st-mnrl"), ("zero-shot", "st-mnrl-e4"),
                      ("zero-shot", "recommended-shared"),
                      ("st-mnrl", "recommended"), ("st-mnrl", "st-mnrl-e4"), ("st-mnrl", "recommended-shared"),
-                     ("recommended-shared", "recommended")]
+                     ("st-mnrl-e4", "recommended-shared"), ("recommended-shared", "recommended")]
     assert exp.raw["recipe"] == "recommended-shared"  # the system `train --recipe recommended` is
     # the fp32 twin is measured against the bf16 runs it twins (issue #53's guard), not the recipe
     assert ("recommended", "recommended-fp32") in nq.pairs_of(exp, [*done, "recommended-fp32"])
