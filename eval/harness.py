@@ -191,9 +191,28 @@ def load_experiment(name: str) -> Experiment:
     for key in ("protocol", "runner", "title"):
         if key not in raw:
             raise SystemExit(f"error: {path}: no {key!r}")
-    return Experiment(name=name, protocol=raw["protocol"], runner=raw["runner"], title=raw["title"],
-                      params=dict(raw.get("params", {})), tiny=dict(raw.get("tiny", {})),
-                      seeds=list(raw.get("seeds", [0])), systems=dict(raw.get("systems", {})), raw=raw)
+    exp = Experiment(name=name, protocol=raw["protocol"], runner=raw["runner"], title=raw["title"],
+                     params=dict(raw.get("params", {})), tiny=dict(raw.get("tiny", {})),
+                     seeds=list(raw.get("seeds", [0])), systems=dict(raw.get("systems", {})), raw=raw)
+    check_references(exp)
+    return exp
+
+
+# the keys of an experiment file that name one of its systems (top level, then per system) or a list of them
+REFERENCES = ("recipe", "reference")
+LIST_REFERENCES = ("default_systems", "figure_systems")
+SYSTEM_REFERENCES = ("pair_with",)
+
+
+def check_references(exp: Experiment) -> None:
+    """Every key that names a system names one of the file's systems: a typo fails when the file
+    loads, before any training, not when the pairs are built at the end of a run."""
+    bad = [f"{k} = {exp.raw[k]!r}" for k in REFERENCES if k in exp.raw and exp.raw[k] not in exp.systems]
+    bad += [f"{k} names {x!r}" for k in LIST_REFERENCES for x in exp.raw.get(k, []) if x not in exp.systems]
+    bad += [f"system {s!r}: {k} = {t[k]!r}" for s, t in exp.systems.items() for k in SYSTEM_REFERENCES
+            if k in t and (t[k] not in exp.systems or t[k] == s)]
+    if bad:
+        raise SystemExit(f"error: {exp.name}.toml: {'; '.join(bad)} (no other system of the experiment)")
 
 
 def parse_sets(pairs: list[str]) -> dict:

@@ -455,9 +455,7 @@ def pairs_of(exp, done: list[str]) -> list[tuple[str, str]]:
     if recipe in done:  # the recipe against every other MNRL reference (the equal-wall-time one)
         pairs += [(s, recipe) for s in trained if exp.systems[s]["kind"] == "st-mnrl" and s != "st-mnrl"]
     for s in ours:  # a system whose one changed factor is measured against another (``pair_with``)
-        base = exp.systems[s].get("pair_with", recipe)
-        if base not in exp.systems:
-            raise SystemExit(f"error: nq.toml: {s}'s pair_with {base!r} is no system of the experiment")
+        base = exp.systems[s].get("pair_with", recipe)  # checked by harness.check_references
         if base in done and base != s:
             pairs.append((base, s))
     return pairs

@@ -92,15 +92,16 @@ def squad_section() -> list[str]:
     comps = []
     rng = np.random.default_rng(0)
     base_runs = WORK / "full" / "runs"
+    ref = exp.raw["reference"]
     for other in current:
-        if other == "shipped" or not paired.runs_of(other, base_runs) or not paired.runs_of("shipped", base_runs):
+        if other == ref or not paired.runs_of(other, base_runs) or not paired.runs_of(ref, base_runs):
             continue
         try:
-            comps.append(paired.compare("shipped", other, 2000, rng, base_runs))
+            comps.append(paired.compare(ref, other, 2000, rng, base_runs))
         except SystemExit:
             continue
     if comps:
-        lines += ["", "Paired differences against `shipped` in points (other − shipped, mean over the common seeds, "
+        lines += ["", f"Paired differences against `{ref}` in points (other − {ref}, mean over the common seeds, "
                   "95 % bootstrap interval over questions; RR@10 by answer), from the per-question ranks kept in "
                   "`eval/results/per-question/full/`:", "",
                   "| system | seeds | Δ top-1 | Δ top-5 | Δ top-20 | Δ RR@10 |", "|---|---|---|---|---|---|"]
@@ -108,8 +109,7 @@ def squad_section() -> list[str]:
             seeds = "—" if c["seeds"] == [-1] else ",".join(map(str, c["seeds"]))
             lines.append(f"| {c['other']} | {seeds} | " + " | ".join(_ci(c, n) for n in ("top1", "top5", "top20", "rr@10")) + " |")
     png = FIGURES / "squad.png"
-    if current and bar_chart(png, runs, [s for s in current if s in ("zero-shot", "dpr", "shipped", "shipped-shared", "shipped-h3",
-                                                                          "dpr-eqwall-h3", "shipped-p128")]):
+    if current and bar_chart(png, runs, [s for s in current if s in exp.raw.get("figure_systems", [])]):
         lines += ["", f"![dense top-k of the main systems](../{png.relative_to(ROOT)})"]
     lines += ["", "<details><summary>Each seed, dense and hybrid runs</summary>", "",
               "| system | seed | run | top-1 | top-5 | top-20 | top-100 | MRR@10 |", "|---|---|---|---:|---:|---:|---:|---:|"]

@@ -115,6 +115,27 @@ def test_a_system_that_leaves_a_setting_to_the_toolkit_is_refused():
         harness.train_config(exp, "dpr")
 
 
+def test_a_reference_to_no_system_fails_when_the_experiment_loads():
+    """pair_with, the recipe, the paired table's reference and the lists of systems must name
+    systems of the file: a typo stops the run before any training, in one line."""
+    for name in harness.experiments():
+        harness.check_references(harness.load_experiment(name))  # the committed files are clean
+    exp = harness.load_experiment("nq")
+    exp.systems["recommended-fp32"] = {**exp.systems["recommended-fp32"], "pair_with": "recomended"}
+    with pytest.raises(SystemExit, match=r"nq.toml: system 'recommended-fp32': pair_with = 'recomended'"):
+        harness.check_references(exp)
+    exp = harness.load_experiment("nq")
+    exp.systems["recommended-h3"] = {**exp.systems["recommended-h3"], "pair_with": "recommended-h3"}
+    with pytest.raises(SystemExit, match="pair_with = 'recommended-h3'"):  # not with itself
+        harness.check_references(exp)
+    exp = harness.load_experiment("squad")
+    exp.raw["reference"] = "shiped"
+    exp.raw["figure_systems"] = ["zero-shot", "dpr2"]
+    with pytest.raises(SystemExit, match=r"reference = 'shiped'; figure_systems names 'dpr2'") as e:
+        harness.check_references(exp)
+    assert "\n" not in str(e.value)
+
+
 def test_parameters_and_their_overrides():
     exp = harness.load_experiment("squad")
     p = harness.params_of(exp, harness.parse_sets(["wiki=300", "device=cuda", "carried_bm25=true"]), tiny=False)
