@@ -244,8 +244,9 @@ def nq_section() -> list[str]:
     lines = ["## Natural Questions", "",
              f"Protocol `{exp.protocol}` ({exp.title}); systems and settings: "
              "[eval/experiments/nq.toml](../eval/experiments/nq.toml).", "",
-             "```", "python -m eval run nq --systems bm25 zero-shot st-mnrl recommended     # 20k distractors (the grid)",
-             "python -m eval run nq --set distractors=100000                          # the final rows", "```", ""]
+             "```", f"python -m eval run nq                       # the grid: 20k distractors, {', '.join(exp.default())}",
+             f"python -m eval run nq --systems bm25 zero-shot st-mnrl {exp.raw['recipe']} --set distractors=100000 "
+             "--set guard=false   # the final rows", "```", ""]
     files = sorted(RESULTS.glob("nq-*.json"))
     if not files:
         return lines + ["Pending: no stored results yet (the first run, 20k distractors, seeds 0-2, is under way).", ""]

@@ -192,6 +192,23 @@ def test_the_fp32_twin_differs_from_the_recipe_in_precision_alone():
     assert (a.pop("precision"), b.pop("precision")) == ("bf16", "fp32") and a == b
 
 
+def test_the_guard_parameter_turns_the_measuring_guard_off_and_says_so():
+    """--set guard=false trains every toolkit system without the int8 refresh guard, which only
+    measures: the run settings record it (a run with the guard is another run), the config turns it
+    off, and nothing else changes. With the default the settings are those stored."""
+    exp = harness.load_experiment("nq")
+    data = {**_legacy_data(), "train": "t.json", "train_corpus": "c.tsv"}
+    on, off = harness.params_of(exp, {}, tiny=False), harness.params_of(exp, {"guard": False}, tiny=False)
+    a, b = (nq.settings_of(exp, p, data, "recommended-shared", 0) for p in (on, off))
+    assert "refresh_guard" not in a and b == {**a, "refresh_guard": False}
+    ca, cb = (nq.train_file(exp, p, data, "recommended-shared", 0) for p in (on, off))
+    assert (ca["refresh_guard"], cb["refresh_guard"]) == (True, False)
+    assert {k: v for k, v in ca.items() if k != "refresh_guard"} == {k: v for k, v in cb.items() if k != "refresh_guard"}
+    assert nq.settings_of(exp, off, data, "st-mnrl", 0) == nq.settings_of(exp, on, data, "st-mnrl", 0)
+    with pytest.raises(SystemExit, match="guard='no': must be true or false"):
+        nq.settings_of(exp, {**on, "guard": "no"}, data, "recommended-shared", 0)
+
+
 def test_a_system_bf16_that_is_not_a_boolean_is_refused():
     exp = harness.load_experiment("nq")
     exp.systems["recommended-fp32"]["bf16"] = "no"  # would read as true
