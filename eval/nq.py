@@ -528,11 +528,10 @@ def run(exp, params: dict, systems: list[str], seeds: list[int], work: Path | No
                 recs.setdefault(s, {}).setdefault(int(k), r)
     order = [s for s in exp.systems if s in recs] + [s for s in recs if s not in exp.systems]
     recs = {s: dict(sorted(recs[s].items())) for s in order}  # the experiment's order, then any stored others
-    rng = np.random.default_rng(0)
     done = [s for s in exp.systems if s in recs and paired.runs_of(s, work / "runs")]
     pairs = pairs_of(exp, done)
     # only the seeds with a record (a run folder of another seed may hold a run of other settings)
-    comparisons = [paired.compare(a, b, params["bootstrap"], rng, work / "runs", seeds=[k for k in recs[b] if k >= 0])
+    comparisons = [paired.compare(a, b, params["bootstrap"], work / "runs", seeds=[k for k in recs[b] if k >= 0])
                    for a, b in pairs]
     out = {"experiment": exp.name, "protocol": exp.protocol, "command": command, "machine": env,
            "params": {k: v for k, v in params.items()}, "data": {k: v for k, v in data.items() if k != "train_positives"},

@@ -134,9 +134,16 @@ def metrics(rank: np.ndarray) -> dict[str, np.ndarray]:
     return m
 
 
-def compare(base: str, other: str, boot: int, rng: np.random.Generator, runs: Path,
-            seeds: list[int] | None = None) -> dict:
-    """``other`` − ``base`` per question; ``seeds`` limits the seeds used (default: every finished one)."""
+def pair_rng(base: str, other: str) -> np.random.Generator:
+    """The bootstrap's random stream of one comparison, seeded by the two system names alone: an
+    interval never depends on which other comparisons ran before it, or in which order."""
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(f"{base}\t{other}".encode()).digest()[:8], "little"))
+
+
+def compare(base: str, other: str, boot: int, runs: Path, seeds: list[int] | None = None) -> dict:
+    """``other`` − ``base`` per question; ``seeds`` limits the seeds used (default: every finished
+    one). The resampling is ``pair_rng(base, other)``'s."""
+    rng = pair_rng(base, other)
     rb, ro = runs_of(base, runs), runs_of(other, runs)
     if seeds is not None:
         rb = {s: r for s, r in rb.items() if s == -1 or s in seeds}
@@ -190,8 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if not args.base or not args.others:
         ap.error("give a base system and at least one other (or --keep)")
-    rng = np.random.default_rng(0)
-    rows = [compare(args.base, o, args.bootstrap, rng, args.runs, args.seeds) for o in args.others]
+    rows = [compare(args.base, o, args.bootstrap, args.runs, args.seeds) for o in args.others]
     names = [f"top{k}" for k in KS] + ["rr@10"]
     print(f"| {'vs ' + args.base} | seeds | " + " | ".join(f"Δ {n} [95 % CI]" for n in names) + " |")
     print("|---|---|" + "---|" * len(names))

@@ -90,14 +90,13 @@ def squad_section() -> list[str]:
     lines += _squad_rows(runs, current)
     # paired differences against the recipe, from the kept per-question ranks
     comps = []
-    rng = np.random.default_rng(0)
     base_runs = WORK / "full" / "runs"
     ref = exp.raw["reference"]
     for other in current:
         if other == ref or not paired.runs_of(other, base_runs) or not paired.runs_of(ref, base_runs):
             continue
         try:
-            comps.append(paired.compare(ref, other, 2000, rng, base_runs))
+            comps.append(paired.compare(ref, other, 2000, base_runs))
         except SystemExit:
             continue
     if comps:

@@ -106,9 +106,8 @@ def test_paired_seed_filter(tmp_path):
         d.mkdir()
         np.save(d / "first_hit.npy", np.asarray(r))
         (d / "bench.json").write_text("{}")
-    rng = np.random.default_rng(0)
-    both = paired.compare("zero-shot", "sys", 100, rng, tmp_path)
-    only0 = paired.compare("zero-shot", "sys", 100, rng, tmp_path, seeds=[0])
+    both = paired.compare("zero-shot", "sys", 100, tmp_path)
+    only0 = paired.compare("zero-shot", "sys", 100, tmp_path, seeds=[0])
     assert both["seeds"] == [0, 5] and only0["seeds"] == [0]
     # seed 0 alone: top-1 gains questions 2 and 4 -> +0.5; rr@10: (0 + 0.75 + 0 + 0.5) / 4
     assert only0["top1"]["diff"] == pytest.approx(0.5)
