@@ -235,6 +235,12 @@ def params_of(exp: Experiment, sets: dict, tiny: bool) -> dict:
     bad = sorted(set(sets) - set(params))
     if bad:
         raise SystemExit(f"error: --set {', '.join(bad)}: not a parameter of {exp.name}; valid: {', '.join(sorted(params))}")
+    for key, value in sets.items():  # a value of the file's type (a float parameter takes an integer too)
+        want = type(params[key])
+        ok = type(value) is want or (want is float and type(value) is int)
+        if not ok:
+            raise SystemExit(f"error: --set {key}={value!r}: {exp.name}'s {key} is a {want.__name__} "
+                             f"(the file has {params[key]!r})")
     return {**params, **sets, "tiny": tiny}
 
 

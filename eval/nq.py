@@ -486,7 +486,6 @@ def run(exp, params: dict, systems: list[str], seeds: list[int], work: Path | No
 
     batch = {s: exp.systems[s]["st"]["batch_size"] if exp.systems[s]["kind"] == "st-mnrl" else
              harness.train_config(exp, s)["batch_size"] for s in systems if exp.systems[s]["kind"] in ("train", "st-mnrl")}
-    guard_of(params)  # a bad --set value fails before the data are built
     tag = corpus_name(params["distractors"]).removeprefix("corpus-").removesuffix(".tsv")
     work = work or WORK / (f"nq-tiny" if params["tiny"] else f"nq{tag}")
     try:

@@ -143,6 +143,12 @@ def test_parameters_and_their_overrides():
     assert harness.params_of(exp, {}, tiny=True)["train_questions"] == 64
     with pytest.raises(SystemExit, match="not a parameter of squad"):
         harness.params_of(exp, {"wikii": 3}, tiny=False)
+    # a value of another type than the file's is refused in one line (\"maybe\" would read as true)
+    for key, value, kind in (("bf16", "maybe", "bool"), ("wiki", "300k", "int"), ("wiki", True, "int"), ("device", 0, "str")):
+        with pytest.raises(SystemExit, match=rf"--set {key}={value!r}: squad's {key} is a {kind}"):
+            harness.params_of(exp, {key: value}, tiny=False)
+    speed = harness.load_experiment("train-speed")  # a float parameter takes an integer
+    assert harness.params_of(speed, harness.parse_sets(["recipe_dropout=0"]), tiny=False)["recipe_dropout"] == 0
     with pytest.raises(SystemExit, match="unknown experiment"):
         harness.load_experiment("nope")
 
