@@ -208,7 +208,7 @@ def curve_chart(path: Path, runs: dict, title: str) -> bool:
         n = min(len(c["loss"]) for c in cs)
         loss = np.mean([c["loss"][:n] for c in cs], axis=0)
         smooth = np.convolve(loss, np.ones(9) / 9, mode="valid")
-        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({len(cs)} seeds)", lw=1.2,
+        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({len(cs)} seed{'' if len(cs) == 1 else 's'})", lw=1.2,
                 color=colour)
         ref = [c for c in cs if c.get("train_recall1")]
         if ref:
@@ -224,7 +224,8 @@ def curve_chart(path: Path, runs: dict, title: str) -> bool:
     bx.set_xlabel("step of the refresh")
     bx.set_ylabel("training recall@1 against the corpus")
     bx.set_title("the recipe's pools: training questions whose positive ranks first", fontsize=8)
-    bx.legend(fontsize=7)
+    if bx.get_legend_handles_labels()[0]:  # empty while only systems without refreshes (MNRL) have run
+        bx.legend(fontsize=7)
     bx.grid(alpha=0.3)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

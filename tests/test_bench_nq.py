@@ -5,6 +5,7 @@ of eval/paired.py that it relies on."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -277,3 +278,6 @@ def test_curve_chart_is_drawn_only_from_runs_with_curves(tmp_path):
             "st-mnrl": {"0": {"curve": {"step": list(range(1, 21)), "loss": [0.0] * 20}}}}  # bf16 zeros: floored
     png = tmp_path / "c.png"
     assert report.curve_chart(png, runs, "t") and png.read_bytes()[:4] == b"\x89PNG"
+    with warnings.catch_warnings():  # only a system without refreshes: its recall panel has no legend to draw
+        warnings.simplefilter("error")
+        assert report.curve_chart(tmp_path / "mnrl.png", {"st-mnrl": runs["st-mnrl"]}, "t")
