@@ -373,7 +373,8 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
     if finished is not None:
         return finished
     log, rec = d / "bench.log", {"settings": settings}
-    print(f"[{name}] {exp.systems[system]['what']}", flush=True)
+    guard = kind == "train" and guard_of(params) and harness.train_config(exp, system)["refresh_guard"]
+    print(f"[{name}] {exp.systems[system]['what']}" + ("; int8 refresh guard on" if guard else ""), flush=True)
     run = d / "run.json"
     if kind == "bm25":
         idx = work / f"bm25-{data['inputs']['corpus']['fingerprint']}"
