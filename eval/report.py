@@ -258,7 +258,8 @@ def nq_section() -> list[str]:
                   f"{st['corpus_passages']:,} passages; {res['machine']['date'][:10]}, {res['machine'].get('cpu_model', '')}.", "",
                   "Train s = the training command's wall seconds (mean over seeds; on a shared machine they include "
                   "what other jobs took, so compare them only within one table; \"mixed\" where the seeds' recorded "
-                  "CPU kinds differ); × ST = that over st-mnrl's, on one CPU kind.", "",
+                  "CPU kinds differ; \"—\" where a seed's training resumed from a checkpoint, whose seconds are partial); "
+                  "× ST = that over st-mnrl's, on one CPU kind.", "",
                   "| system | seeds | top-1 | top-5 | top-20 | top-100 | MRR@10 | hybrid RRF top-20 | hub rate | train s | × ST |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         st_runs = list(res["runs"].get("st-mnrl", {}).values())

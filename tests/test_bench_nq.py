@@ -281,3 +281,27 @@ def test_curve_chart_is_drawn_only_from_runs_with_curves(tmp_path):
     with warnings.catch_warnings():  # only a system without refreshes: its recall panel has no legend to draw
         warnings.simplefilter("error")
         assert report.curve_chart(tmp_path / "mnrl.png", {"st-mnrl": runs["st-mnrl"]}, "t")
+
+
+def test_training_seconds_survive_a_kill_and_a_resumed_training_has_none(tmp_path, monkeypatch):
+    """train s is the training command's wall time: kept beside the run, so a run killed during
+    its corpus encode reports it when resumed (not the ~0 s of an invocation that trained nothing),
+    and unknown (None, "—" in the table) when training itself resumed from a checkpoint."""
+    exp = harness.load_experiment("nq")
+    params = harness.params_of(exp, {}, tiny=False)
+    data = {"train": "t.json", "train_corpus": "c.tsv", "stats": {"corpus_passages": 100}}
+    calls = []
+    monkeypatch.setattr(nq, "cli", lambda args, log: calls.append([str(a) for a in args]) or 0.0)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    nq.train(exp, params, data, "recommended-shared", 0, fresh, fresh / "bench.log")
+    wall = nq.train_wall(fresh)
+    assert wall["resumed"] is False and isinstance(wall["train_wall_s"], float) and "--resume" not in calls[0]
+    (fresh / "dpr_xrisk.json").write_text("{}")  # trained, then killed during the encode: the rerun trains nothing
+    nq.train(exp, params, data, "recommended-shared", 0, fresh, fresh / "bench.log")
+    assert len(calls) == 1 and nq.train_wall(fresh) == wall
+    resumed = tmp_path / "resumed"
+    (resumed / "checkpoints" / "step-50").mkdir(parents=True)
+    nq.train(exp, params, data, "recommended-shared", 0, resumed, resumed / "bench.log")
+    assert "--resume" in calls[-1] and nq.train_wall(resumed) == {"train_wall_s": None, "resumed": True}
+    assert nq.train_wall(tmp_path / "killed-before-the-record") == {"train_wall_s": None, "resumed": True}
