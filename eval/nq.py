@@ -391,7 +391,7 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
     if finished is not None:
         return finished
     log, rec = d / "bench.log", {"settings": settings}
-    guard = kind == "train" and guard_of(params) and harness.train_config(exp, system)["refresh_guard"]
+    guard = kind == "train" and train_file(exp, params, data, system, seed)["refresh_guard"]  # what it trains with
     print(f"[{name}] {exp.systems[system]['what']}" + ("; int8 refresh guard on" if guard else ""), flush=True)
     run = d / "run.json"
     if kind == "bm25":

@@ -208,8 +208,8 @@ def curve_chart(path: Path, runs: dict, title: str) -> bool:
         n = min(len(c["loss"]) for c in cs)
         loss = np.mean([c["loss"][:n] for c in cs], axis=0)
         smooth = np.convolve(loss, np.ones(9) / 9, mode="valid")
-        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({len(cs)} seed{'' if len(cs) == 1 else 's'})", lw=1.2,
-                color=colour)
+        seeds = f"{len(cs)} seed{'' if len(cs) == 1 else 's'}"
+        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({seeds})", lw=1.2, color=colour)
         ref = [c for c in cs if c.get("train_recall1")]
         if ref:
             m = min(len(c["train_recall1"]) for c in ref)
