@@ -113,6 +113,22 @@ def cli(args: list, log: Path) -> float:
     return round(time.perf_counter() - t0, 1)
 
 
+def record_train_wall(d: Path, t0: float, resumed: bool, **extra) -> None:
+    """Keep the training command's wall seconds (since ``t0``) in ``d/train_wall.json``, so that a
+    run killed after training (during its corpus encode) reports them when it resumes. A training
+    resumed from a checkpoint ran only part of its loop in this command: its seconds are unknown
+    (None; tables show "—"). ``extra`` (e.g. the machine) is stored beside them."""
+    wall = None if resumed else round(time.perf_counter() - t0, 1)
+    (d / "train_wall.json").write_text(json.dumps({"train_wall_s": wall, "resumed": resumed, **extra}))
+
+
+def train_wall(d: Path, **extra) -> dict:
+    """What ``record_train_wall`` kept in ``d``; a run killed between the end of its training and
+    that record counts as resumed (seconds unknown), with ``extra`` as the record would have held."""
+    f = d / "train_wall.json"
+    return json.loads(f.read_text()) if f.exists() else {"train_wall_s": None, "resumed": True, **extra}
+
+
 # ---- files -----------------------------------------------------------------------------------
 def replace_text(path: Path, text: str) -> None:
     """Write ``text`` through a temporary file and a rename: a reader (or a run killed mid-write)

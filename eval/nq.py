@@ -344,7 +344,7 @@ def train(exp, params: dict, data: dict, system: str, seed: int, d: Path, log: P
             t0 = time.perf_counter()
             with open(log, "a") as f:
                 subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True, env=harness.env())
-            _record_wall(d, t0, resumed=False)  # it has no checkpoints: a killed fine-tune starts again
+            harness.record_train_wall(d, t0, resumed=False)  # it has no checkpoints: a killed fine-tune starts again
         return model
     if not (d / "dpr_xrisk.json").exists():
         (d / "config.toml").write_text(harness.config_toml(train_file(exp, params, data, system, seed)))
@@ -352,22 +352,8 @@ def train(exp, params: dict, data: dict, system: str, seed: int, d: Path, log: P
         resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
         t0 = time.perf_counter()
         cli(["train", "--config", d / "config.toml", *resume, "--out", d], log)
-        _record_wall(d, t0, resumed=bool(resume))
+        harness.record_train_wall(d, t0, resumed=bool(resume))
     return d
-
-
-def _record_wall(d: Path, t0: float, resumed: bool) -> None:
-    """The training command's wall seconds, kept beside the run so that a run killed after training
-    (during its corpus encode) reports them when it resumes; a training resumed from a checkpoint
-    ran only part of its loop here, so its seconds are unknown (None: the table shows "—")."""
-    wall = None if resumed else round(time.perf_counter() - t0, 1)
-    (d / "train_wall.json").write_text(json.dumps({"train_wall_s": wall, "resumed": resumed}))
-
-
-def train_wall(d: Path) -> dict:
-    """What ``_record_wall`` kept; a run killed between the end of training and that record counts as resumed."""
-    f = d / "train_wall.json"
-    return json.loads(f.read_text()) if f.exists() else {"train_wall_s": None, "resumed": True}
 
 
 def scores(d: Path, run: Path, out: Path, expected: int, log: Path) -> dict:
@@ -402,7 +388,7 @@ def one_run(exp, params: dict, data: dict, work: Path, system: str, seed: int) -
     else:
         model = "minilm" if kind == "zero-shot" else train(exp, params, data, system, seed, d, log)
         if kind != "zero-shot":
-            rec.update(train_wall(d))
+            rec.update(harness.train_wall(d))
             rec["cpu"] = harness.cpu_kind()  # the seeds of one system may run on machines of two kinds
         emb, idx = d / "emb", d / "index"
         rec["encode_s"] = cli(["encode", "--model", model, "--corpus", data["corpus"], "--out", emb, "--threads",

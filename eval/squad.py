@@ -279,12 +279,8 @@ def one_run(exp, base: Path, params: dict, data: dict, system: str, seed: int, s
             resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
             t0 = time.perf_counter()
             cli(["train", "--config", d / "config.toml", *resume, "--out", d], log)
-            (d / "train_wall.json").write_text(json.dumps({"train_wall_s": round(time.perf_counter() - t0, 1),
-                                                           "resumed": bool(resume), "machine": env}))
-        wall = d / "train_wall.json"
-        if not wall.exists():  # killed between the end of `train` and the line above
-            wall.write_text(json.dumps({"train_wall_s": None, "resumed": True, "machine": env}))
-        rec.update(json.loads(wall.read_text()))
+            harness.record_train_wall(d, t0, resumed=bool(resume), machine=env)
+        rec.update(harness.train_wall(d, machine=env))
         end = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines() if '"event": "end"' in x][-1]
         rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"],
                    undisturbed_loop_s=round(undisturbed_loop_s(d), 1))

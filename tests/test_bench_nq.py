@@ -295,13 +295,26 @@ def test_training_seconds_survive_a_kill_and_a_resumed_training_has_none(tmp_pat
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     nq.train(exp, params, data, "recommended-shared", 0, fresh, fresh / "bench.log")
-    wall = nq.train_wall(fresh)
+    wall = harness.train_wall(fresh)
     assert wall["resumed"] is False and isinstance(wall["train_wall_s"], float) and "--resume" not in calls[0]
     (fresh / "dpr_xrisk.json").write_text("{}")  # trained, then killed during the encode: the rerun trains nothing
     nq.train(exp, params, data, "recommended-shared", 0, fresh, fresh / "bench.log")
-    assert len(calls) == 1 and nq.train_wall(fresh) == wall
+    assert len(calls) == 1 and harness.train_wall(fresh) == wall
     resumed = tmp_path / "resumed"
     (resumed / "checkpoints" / "step-50").mkdir(parents=True)
     nq.train(exp, params, data, "recommended-shared", 0, resumed, resumed / "bench.log")
-    assert "--resume" in calls[-1] and nq.train_wall(resumed) == {"train_wall_s": None, "resumed": True}
-    assert nq.train_wall(tmp_path / "killed-before-the-record") == {"train_wall_s": None, "resumed": True}
+    assert "--resume" in calls[-1] and harness.train_wall(resumed) == {"train_wall_s": None, "resumed": True}
+    assert harness.train_wall(tmp_path / "killed-before-the-record") == {"train_wall_s": None, "resumed": True}
+
+
+def test_the_squad_and_nq_harnesses_keep_training_seconds_one_way(tmp_path):
+    """One record for both benchmarks: a resumed training's partial seconds are not its training
+    seconds (None), and what a benchmark stores beside them (the machine) survives a missing record."""
+    import time
+    harness.record_train_wall(tmp_path, time.perf_counter() - 2.0, resumed=False, machine={"cpu": "x"})
+    kept = harness.train_wall(tmp_path, machine={"cpu": "y"})
+    assert kept["train_wall_s"] >= 2.0 and kept["resumed"] is False and kept["machine"] == {"cpu": "x"}
+    harness.record_train_wall(tmp_path, time.perf_counter() - 2.0, resumed=True, machine={"cpu": "x"})
+    assert harness.train_wall(tmp_path) == {"train_wall_s": None, "resumed": True, "machine": {"cpu": "x"}}
+    assert harness.train_wall(tmp_path / "none", machine={"cpu": "y"}) == \
+        {"train_wall_s": None, "resumed": True, "machine": {"cpu": "y"}}
