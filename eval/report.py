@@ -208,13 +208,13 @@ def curve_chart(path: Path, runs: dict, title: str) -> bool:
         n = min(len(c["loss"]) for c in cs)
         loss = np.mean([c["loss"][:n] for c in cs], axis=0)
         smooth = np.convolve(loss, np.ones(9) / 9, mode="valid")
-        seeds = f"{len(cs)} seed{'' if len(cs) == 1 else 's'}"
-        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({seeds})", lw=1.2, color=colour)
+        ax.plot(np.arange(len(smooth)) + 5, np.maximum(smooth, 1e-4), label=f"{s} ({_seeds(len(cs))})", lw=1.2,
+                color=colour)
         ref = [c for c in cs if c.get("train_recall1")]
         if ref:
             m = min(len(c["train_recall1"]) for c in ref)
             bx.plot(ref[0]["refresh_step"][:m], np.mean([c["train_recall1"][:m] for c in ref], axis=0), marker="o",
-                    label=s, lw=1.2, color=colour)
+                    label=f"{s} ({_seeds(len(ref))})", lw=1.2, color=colour)
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss, cross-entropy units")
@@ -231,6 +231,11 @@ def curve_chart(path: Path, runs: dict, title: str) -> bool:
     fig.tight_layout()
     _save_png(fig, path)
     return True
+
+
+def _seeds(n: int) -> str:
+    """A legend's count of the seeds a curve averages."""
+    return f"{n} seed{'' if n == 1 else 's'}"
 
 
 def _one_cpu(runs: list[dict]) -> bool:
