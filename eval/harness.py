@@ -122,6 +122,17 @@ def record_train_wall(d: Path, t0: float, resumed: bool, **extra) -> None:
     (d / "train_wall.json").write_text(json.dumps({"train_wall_s": wall, "resumed": resumed, **extra}))
 
 
+def train_in(d: Path, cfg: dict, log: Path, **extra) -> None:
+    """``dpr-xrisk train`` on ``cfg`` (written to ``d/config.toml``) into the run folder ``d``,
+    resuming from its checkpoints where a killed run left some; its seconds go to ``record_train_wall``."""
+    (d / "config.toml").write_text(config_toml(cfg))
+    ckpt = d / "checkpoints"
+    resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
+    t0 = time.perf_counter()
+    cli(["train", "--config", d / "config.toml", *resume, "--out", d], log)
+    record_train_wall(d, t0, resumed=bool(resume), **extra)
+
+
 def train_wall(d: Path, **extra) -> dict:
     """What ``record_train_wall`` kept in ``d``; a run killed between the end of its training and
     that record counts as resumed (seconds unknown), with ``extra`` as the record would have held."""

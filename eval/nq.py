@@ -347,12 +347,7 @@ def train(exp, params: dict, data: dict, system: str, seed: int, d: Path, log: P
             harness.record_train_wall(d, t0, resumed=False)  # it has no checkpoints: a killed fine-tune starts again
         return model
     if not (d / "dpr_xrisk.json").exists():
-        (d / "config.toml").write_text(harness.config_toml(train_file(exp, params, data, system, seed)))
-        ckpt = d / "checkpoints"
-        resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
-        t0 = time.perf_counter()
-        cli(["train", "--config", d / "config.toml", *resume, "--out", d], log)
-        harness.record_train_wall(d, t0, resumed=bool(resume))
+        harness.train_in(d, train_file(exp, params, data, system, seed), log)
     return d
 
 

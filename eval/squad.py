@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -274,12 +273,7 @@ def one_run(exp, base: Path, params: dict, data: dict, system: str, seed: int, s
         model = d
         cfg = train_file(base, params, data, settings["train"], seed, steps)
         if not (d / "dpr_xrisk.json").exists():
-            (d / "config.toml").write_text(harness.config_toml(cfg))
-            ckpt = d / "checkpoints"
-            resume = ["--resume"] if ckpt.is_dir() and any(ckpt.iterdir()) else []
-            t0 = time.perf_counter()
-            cli(["train", "--config", d / "config.toml", *resume, "--out", d], log)
-            harness.record_train_wall(d, t0, resumed=bool(resume), machine=env)
+            harness.train_in(d, cfg, log, machine=env)
         rec.update(harness.train_wall(d, machine=env))
         end = [json.loads(x) for x in (d / "train_log.jsonl").read_text().splitlines() if '"event": "end"' in x][-1]
         rec.update(train_loop_s=end["seconds"], refresh_seconds=end["refresh_seconds"], steps=end["steps"],

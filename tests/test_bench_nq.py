@@ -5,6 +5,7 @@ of eval/paired.py that it relies on."""
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from pathlib import Path
 
@@ -291,7 +292,7 @@ def test_training_seconds_survive_a_kill_and_a_resumed_training_has_none(tmp_pat
     params = harness.params_of(exp, {}, tiny=False)
     data = {"train": "t.json", "train_corpus": "c.tsv", "stats": {"corpus_passages": 100}}
     calls = []
-    monkeypatch.setattr(nq, "cli", lambda args, log: calls.append([str(a) for a in args]) or 0.0)
+    monkeypatch.setattr(harness, "cli", lambda args, log: calls.append([str(a) for a in args]) or 0.0)
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     nq.train(exp, params, data, "recommended-shared", 0, fresh, fresh / "bench.log")
@@ -310,7 +311,6 @@ def test_training_seconds_survive_a_kill_and_a_resumed_training_has_none(tmp_pat
 def test_the_squad_and_nq_harnesses_keep_training_seconds_one_way(tmp_path):
     """One record for both benchmarks: a resumed training's partial seconds are not its training
     seconds (None), and what a benchmark stores beside them (the machine) survives a missing record."""
-    import time
     harness.record_train_wall(tmp_path, time.perf_counter() - 2.0, resumed=False, machine={"cpu": "x"})
     kept = harness.train_wall(tmp_path, machine={"cpu": "y"})
     assert kept["train_wall_s"] >= 2.0 and kept["resumed"] is False and kept["machine"] == {"cpu": "x"}
